@@ -1,0 +1,3 @@
+from infermatrix.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""The engine-independent core: hooks, config, runner, store and reports."""

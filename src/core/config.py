@@ -1,0 +1,231 @@
+"""Run configuration: pydantic models (``extra="forbid"``), read from TOML, with ``--set`` overrides.
+
+The ``[engine]`` table is a discriminated union over ``kind``; its arms are registered by plugins
+through the ``register_engines`` hook, so a third-party engine gets the same validation.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import pluggy
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+
+from infermatrix.core.contexts import parse_context
+
+__all__ = [
+    "Strict",
+    "EngineConfig",
+    "MatrixConfig",
+    "LoopConfig",
+    "StoreConfig",
+    "ConfigError",
+    "engine_config_classes",
+    "run_config_model",
+    "load_config",
+    "apply_overrides",
+    "validate_config",
+]
+
+
+class ConfigError(ValueError):
+    """A user mistake in a config or a flag: shown as one line, exit code 2."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EngineConfig(Strict):
+    """Fields every engine kind has. Subclasses narrow ``kind`` to a ``Literal``."""
+
+    kind: str
+    model: str | None = Field(None, description="served model name; asked of /v1/models when omitted")
+    base_url: str | None = Field(None, description="attach to a running server instead of launching one")
+    api_key_env: str | None = Field(None, description="environment variable that holds the API key")
+    api_key_file: str | None = Field(None, description="file that holds the API key")
+    ready_timeout_s: float = Field(600.0, gt=0)
+    # Capacity overrides, used when the engine can't tell.
+    kv_tokens: int | None = Field(None, gt=0)
+    max_seqs: int | None = Field(None, gt=0)
+    max_model_len: int | None = Field(None, gt=0)
+
+    def api_key(self) -> str | None:
+        """The key, read from the environment or a file (never stored in config or database)."""
+        import os
+
+        if self.api_key_env:
+            value = os.environ.get(self.api_key_env)
+            if not value:
+                raise ConfigError(f"engine.api_key_env: environment variable {self.api_key_env} is not set")
+            return value
+        if self.api_key_file:
+            try:
+                return Path(self.api_key_file).expanduser().read_text().strip()
+            except OSError as exc:
+                raise ConfigError(f"engine.api_key_file: cannot read {self.api_key_file}: {exc.strerror}") from None
+        return None
+
+
+def _contexts(values: list[Any]) -> list[int]:
+    return [parse_context(v) for v in values]
+
+
+class MatrixConfig(Strict):
+    """What to measure, and how."""
+
+    contexts: list[int] = Field(default_factory=lambda: [8192], description="decode-matrix rows (tokens or 8K labels)")
+    prefill_contexts: list[int] = Field(default_factory=list, description="prefill-list rows")
+    concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    duration_s: float = Field(30.0, gt=0, description="length of each decode cell's measurement window")
+    max_output: int = Field(4096, gt=0, description="max_tokens of every decode request")
+    api: Literal["completions", "chat"] = "completions"
+    prompt_mode: Literal["distinct", "shared"] = "distinct"
+    seed: int = 0
+    warmup: bool = True
+    ignore_eos: bool = True
+    connect_timeout_s: float = Field(10.0, gt=0)
+    idle_timeout_s: float = Field(120.0, gt=0, description="longest silence inside one stream")
+    ramp_timeout_s: float = Field(600.0, gt=0, description="longest wait for every stream's first token")
+
+    @field_validator("contexts", "prefill_contexts", mode="before")
+    @classmethod
+    def _parse_contexts(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = [s for s in v.split(",") if s.strip()]
+        if isinstance(v, list):
+            return _contexts(v)
+        return v
+
+    @field_validator("concurrency", mode="before")
+    @classmethod
+    def _parse_concurrency(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = [s.strip() for s in v.split(",") if s.strip()]
+            try:
+                v = [int(s) for s in v]
+            except ValueError:
+                raise ValueError("must be a list of positive integers") from None
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> MatrixConfig:
+        if any(n <= 0 for n in self.concurrency):
+            raise ValueError("concurrency levels must be positive integers")
+        if not self.contexts and not self.prefill_contexts:
+            raise ValueError("nothing to measure: contexts and prefill_contexts are both empty")
+        return self
+
+
+class LoopConfig(Strict):
+    """Loop detection settings (the ``detect_loop`` hook reads these)."""
+
+    enabled: bool = True
+    min_period: int = Field(1, ge=1, description="shortest repeated cycle, in tokens")
+    max_period: int = Field(512, ge=1, description="longest repeated cycle, in tokens")
+    min_copies: float = Field(4.0, gt=1, description="copies of the cycle at the tail to call it a loop")
+    min_span_tokens: int = Field(64, ge=1, description="the repeated tail must cover at least this many tokens")
+
+
+class StoreConfig(Strict):
+    db: str = "infermatrix.duckdb"
+
+
+def engine_config_classes(pm: pluggy.PluginManager) -> dict[str, type[EngineConfig]]:
+    """Every engine config class that plugins registered, by kind."""
+    classes: dict[str, type[EngineConfig]] = {}
+
+    def register(cls: type[EngineConfig]) -> None:
+        kind = cls.model_fields["kind"].default
+        if not isinstance(kind, str):
+            raise TypeError(f"{cls.__name__}.kind needs a Literal default naming the engine")
+        classes[kind] = cls
+
+    pm.hook.register_engines(register=register)
+    return classes
+
+
+def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
+    """The ``RunConfig`` model for the engines this plugin manager knows."""
+    arms = tuple(engine_config_classes(pm).values())
+    engine_type = Annotated[Union[arms], Field(discriminator="kind")] if len(arms) > 1 else arms[0]
+    return create_model(
+        "RunConfig",
+        __base__=Strict,
+        name=(str | None, None),
+        engine=(engine_type, ...),
+        matrix=(MatrixConfig, Field(default_factory=MatrixConfig)),
+        loops=(LoopConfig, Field(default_factory=LoopConfig)),
+        store=(StoreConfig, Field(default_factory=StoreConfig)),
+        hardware=(dict[str, Any], Field(default_factory=dict)),
+    )
+
+
+def _format_error(exc: ValidationError, source: str, kinds: set[str]) -> str:
+    err = exc.errors()[0]
+    # pydantic puts the union arm's tag in the location (engine.sim.port): drop it, users wrote engine.port.
+    loc = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and p in kinds))
+    msg = err["msg"]
+    if err["type"] == "union_tag_invalid":
+        msg = f"unknown engine kind {err['input'].get('kind')!r}" if isinstance(err["input"], dict) else msg
+        ctx = err.get("ctx") or {}
+        if ctx.get("expected_tags"):
+            msg += f" (known: {ctx['expected_tags']})"
+    elif err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{source}: {loc or 'config'}: {msg}{more}"
+
+
+def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str = "config") -> BaseModel:
+    """Validate a config dict; raise ConfigError with one line naming the field."""
+    model = run_config_model(pm)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc, source, set(engine_config_classes(pm)))) from None
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a TOML config file into a dict (validation is separate, so overrides can apply first)."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def _parse_value(raw: str) -> Any:
+    """``--set`` values: TOML syntax when it parses (numbers, booleans, lists), else a plain string."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return raw
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``key.path=value`` overrides in place and return ``data``."""
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. matrix.duration_s=5")
+        parts = key.strip().split(".")
+        node = data
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {item!r}: {part} is not a table")
+            node = child
+        node[parts[-1]] = _parse_value(raw.strip())
+    return data

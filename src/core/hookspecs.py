@@ -1,0 +1,80 @@
+"""The hooks a plugin can implement. Hooks are synchronous: they register or return objects whose
+async methods do the work (pluggy has no async hooks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from infermatrix.core.config import EngineConfig, LoopConfig, MatrixConfig
+    from infermatrix.core.engine import Engine
+    from infermatrix.core.types import Capacity, EngineInfo, LoopFinding, Tokenizer, Workload
+
+__all__ = ["hookspec", "hookimpl", "PROJECT"]
+
+PROJECT = "infermatrix"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def register_engines(register: Callable[[type[EngineConfig]], None]) -> None:
+    """Add engine kinds.
+
+    :param register: call it with a pydantic config class (subclass of ``EngineConfig``) whose
+        ``kind`` field is a ``Literal`` naming the engine; the class becomes one arm of the
+        ``[engine]`` table's discriminated union.
+    """
+
+
+@hookspec(firstresult=True)
+def launch_engine(config: EngineConfig, workdir: Path) -> Engine | None:
+    """Return an (unstarted) engine for this config, or ``None`` if the kind is not yours.
+
+    :param config: the validated ``[engine]`` table.
+    :param workdir: a directory for this run's files (engine log, profile); it exists.
+    """
+
+
+@hookspec(firstresult=True)
+def estimate_capacity(config: EngineConfig, info: EngineInfo, metrics_text: str | None) -> Capacity | None:
+    """Return the server's KV token budget and sequence limit, or ``None`` if you can't tell.
+
+    :param config: the validated ``[engine]`` table.
+    :param info: what the ready engine said about itself (``info.extra`` holds engine-specific answers).
+    :param metrics_text: the body of ``GET /metrics`` (Prometheus text), or ``None`` if it has none.
+    """
+
+
+@hookspec(firstresult=True)
+def make_workload(config: MatrixConfig, tokenizer: Tokenizer) -> Workload | None:
+    """Return the prompt builder for this run.
+
+    :param config: the validated ``[matrix]`` table (seed, prompt mode).
+    :param tokenizer: counts tokens the way the server does.
+    """
+
+
+@hookspec
+def detect_loop(text: str, output_tokens: int, config: LoopConfig) -> LoopFinding | None:
+    """Return evidence that ``text`` (one request's output) repeats itself, or ``None``.
+
+    All implementations are asked; any finding marks the request looped.
+
+    :param text: the request's whole output text (reasoning and content).
+    :param output_tokens: how many tokens the server says it produced.
+    :param config: the validated ``[loops]`` table.
+    """
+
+
+@hookspec
+def register_commands(cli: click.Group) -> None:
+    """Add sub-commands to the ``infermatrix`` command line.
+
+    :param cli: the top-level click group.
+    """

@@ -1,0 +1,151 @@
+"""Plain data passed between the runner, the plugins and the store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = [
+    "Capacity",
+    "EngineInfo",
+    "Prompt",
+    "Tokenizer",
+    "Workload",
+    "LoopFinding",
+    "RequestRecord",
+    "OUTCOMES",
+    "CELL_STATUSES",
+    "PrefillResult",
+    "CellResult",
+]
+
+# Every request ends in exactly one of these.
+OUTCOMES = ("ok", "http_error", "stream_error", "truncated", "idle_timeout", "connect_error", "reset", "cancelled")
+
+
+@dataclass
+class Capacity:
+    """What the server can hold at once; ``None`` means unknown (treated as unlimited, and said so)."""
+
+    kv_tokens: int | None
+    max_seqs: int | None = None
+    source: str = "unknown"
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EngineInfo:
+    """What a ready engine says about itself, stored with the run."""
+
+    engine: str
+    model: str
+    version: str | None = None
+    max_model_len: int | None = None
+    launch_command: str | None = None  # always redacted before it gets here
+    hardware: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Prompt:
+    """One prompt of a known length in tokens, as the server counts them."""
+
+    text: str
+    tokens: int
+    key: str  # what makes it distinct (stream id, purpose); stored for provenance
+
+
+class Tokenizer(Protocol):
+    """Counts tokens the way the server does."""
+
+    exact: bool  # True when the count comes from the server's own tokenizer
+
+    async def count(self, text: str) -> int: ...
+
+
+class Workload(Protocol):
+    """Builds prompts of an exact token length, distinct per key, deterministic by seed."""
+
+    async def prompt(self, context_tokens: int, key: str) -> Prompt: ...
+
+
+@dataclass
+class LoopFinding:
+    """Evidence that a text repeats itself."""
+
+    detector: str
+    period_tokens: int
+    copies: float
+    span_tokens: int
+    cycle_hash: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RequestRecord:
+    """One streamed request, as the client saw it. Times are ``time.monotonic()`` seconds."""
+
+    stream_index: int
+    seq: int
+    sent: float
+    prompt_tokens: int | None = None
+    first_token: float | None = None
+    events: list[tuple[float, int]] = field(default_factory=list)  # (arrival, tokens) per chunk with output
+    ended: float | None = None
+    finish_reason: str | None = None
+    outcome: str = "ok"
+    error: str | None = None
+    text: str = ""
+    token_source: str = "usage"  # "usage" (server usage deltas) or "chunks" (one per chunk, reconciled)
+    loop: LoopFinding | None = None
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(n for _, n in self.events)
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_token is None else self.first_token - self.sent
+
+
+# Cell statuses, as the decode_matrix view shows them.
+CELL_STATUSES = ("valid", "looped", "over_capacity", "error", "client_bound", "interrupted")
+
+
+@dataclass
+class PrefillResult:
+    """One cold request, ``max_tokens = 1``."""
+
+    context_tokens: int
+    prompt_tokens: int | None
+    ttft_ms: float | None
+    prompt_tps: float | None
+    status: str = "valid"  # valid | error | over_capacity | interrupted
+    reason: str | None = None
+
+
+@dataclass
+class CellResult:
+    """One (context, concurrency) decode cell. Numbers are ``None`` unless measured."""
+
+    context_tokens: int
+    concurrency: int
+    status: str
+    reason: str | None = None
+    total_tps: float | None = None
+    per_request_tps: float | None = None
+    ttft_ms: float | None = None
+    tbt_ms: float | None = None
+    avg_active: float | None = None
+    completed: int | None = None
+    output_tokens: int | None = None
+    measured_s: float | None = None
+    window_start: float | None = None  # monotonic seconds, for reconciliation with server-side truth
+    window_end: float | None = None
+    token_source: str | None = None
+    prompt_tokens: int | None = None  # median prompt length the server reported
+    started_at: float | None = None  # wall-clock epoch seconds
+    finished_at: float | None = None
+    histograms: dict[str, bytes] = field(default_factory=dict)  # metric -> HDR encoded (microseconds)
+    flags: dict[str, Any] = field(default_factory=dict)  # validity and provenance details
+    requests: list[RequestRecord] = field(default_factory=list)
