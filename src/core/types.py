@@ -97,6 +97,7 @@ class RequestRecord:
     error: str | None = None
     text: str = ""
     token_source: str = "usage"  # "usage" (server usage deltas) or "chunks" (one per chunk, reconciled)
+    final_usage_tokens: int | None = None  # completion_tokens of the closing usage chunk, if any
     loop: LoopFinding | None = None
 
     @property

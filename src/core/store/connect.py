@@ -1,0 +1,130 @@
+"""Opening the DuckDB file: clear one-line errors, and the schema applied idempotently."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+from infermatrix.core.store.errors import StoreError
+
+__all__ = ["SCHEMA_VERSION", "MEMORY", "connect", "apply_schema", "check_schema"]
+
+# Bump when schema.sql or views.sql change (views are part of the contract, so of the version).
+SCHEMA_VERSION = 1
+MEMORY = ":memory:"
+
+_LOCK_PID = re.compile(r"\(PID (\d+)\)")
+_LOCK_HOLDER = re.compile(r"lock is held in (.+?) \(PID")
+
+
+def _sql(name: str) -> str:
+    return resources.files("infermatrix.core.store").joinpath(name).read_text(encoding="utf-8")
+
+
+def _short(exc: BaseException) -> str:
+    """DuckDB's message without its 'IO Error: ' prefix, first line only."""
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return re.sub(r"^[A-Za-z ]+ Error: ", "", msg)
+
+
+def _precheck(p: Path, read_only: bool) -> None:
+    # DuckDB's own messages for these are cryptic ("Cannot open file ... No such file or directory"),
+    # and it would happily create a database the user didn't mean to in read-only flows.
+    parent = p.parent
+    if not parent.exists():
+        raise StoreError(f"cannot open database {p}: directory {parent} does not exist")
+    if not parent.is_dir():
+        raise StoreError(f"cannot open database {p}: {parent} is not a directory")
+    if p.is_dir():
+        raise StoreError(f"cannot open database {p}: it is a directory, not a database file")
+    if read_only and not p.exists():
+        raise StoreError(f"no database at {p} (nothing has been run with this --db yet)")
+    if not read_only:
+        if p.exists() and not os.access(p, os.W_OK):
+            raise StoreError(f"cannot open database {p} for writing: permission denied")
+        if not p.exists() and not os.access(parent, os.W_OK):
+            raise StoreError(f"cannot create database {p}: directory {parent} is not writable")
+
+
+def connect(path: str | os.PathLike[str], read_only: bool = False) -> tuple[duckdb.DuckDBPyConnection, str]:
+    """Open the database; returns the connection and the path as shown in messages."""
+    if str(path) == MEMORY:
+        if read_only:
+            raise StoreError("an in-memory database cannot be opened read-only")
+        return duckdb.connect(MEMORY), MEMORY
+    p = Path(path).expanduser()
+    _precheck(p, read_only)
+    try:
+        return duckdb.connect(str(p), read_only=read_only), str(p)
+    except duckdb.IOException as exc:
+        msg = str(exc)
+        if "lock" in msg.lower():
+            # Only one process may hold a DuckDB file open for writing (readers are locked out too).
+            pid = _LOCK_PID.search(msg)
+            holder = _LOCK_HOLDER.search(msg)
+            who = f"pid {pid.group(1)}" if pid else "pid unknown"
+            if holder:
+                who += f", {Path(holder.group(1)).name}"
+            raise StoreError(
+                f"database {p} is in use by another process ({who}), probably another infermatrix run; "
+                "wait for it to finish or use another --db"
+            ) from None
+        raise StoreError(f"cannot open database {p}: {_short(exc)}") from None
+    except duckdb.Error as exc:
+        # e.g. "different configuration": this process already has it open read-write, or vice versa.
+        raise StoreError(f"cannot open database {p}: {_short(exc)}") from None
+
+
+def _stored_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    has_table = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
+    ).fetchone()[0]
+    if not has_table:
+        return None
+    return con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+
+
+def apply_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
+    """Create what is missing and re-create views/macros, in one transaction."""
+    version = _stored_version(con)
+    if version is not None and version > SCHEMA_VERSION:
+        raise StoreError(
+            f"database {where} has store schema v{version}, newer than this infermatrix (v{SCHEMA_VERSION}); upgrade infermatrix"
+        )
+    try:
+        con.execute("BEGIN TRANSACTION")
+        con.execute(_sql("schema.sql"))
+        # Future migrations from `version` to SCHEMA_VERSION go here, before the views.
+        con.execute(_sql("views.sql"))
+        if version != SCHEMA_VERSION:
+            con.execute(
+                "INSERT OR REPLACE INTO schema_version VALUES (?, ?)",
+                [SCHEMA_VERSION, dt.datetime.now(dt.UTC).replace(tzinfo=None)],
+            )
+        con.execute("COMMIT")
+    except duckdb.Error as exc:
+        con.execute("ROLLBACK")
+        raise StoreError(f"cannot set up database {where}: {_short(exc)}") from None
+
+
+def check_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
+    """For read-only opens, which can't create anything: the file must already be a current store."""
+    try:
+        version = _stored_version(con)
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot read database {where}: {_short(exc)}") from None
+    if version is None:
+        raise StoreError(f"{where} is not an infermatrix database (no schema_version table)")
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"database {where} has store schema v{version}, newer than this infermatrix (v{SCHEMA_VERSION}); upgrade infermatrix"
+        )
+    if version < SCHEMA_VERSION:
+        raise StoreError(
+            f"database {where} has store schema v{version}; open it once for writing (any infermatrix run with this --db) to upgrade it"
+        )

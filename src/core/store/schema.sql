@@ -1,0 +1,122 @@
+-- infermatrix store: tables. Applied on every read-write open; every statement is idempotent.
+-- Times: TIMESTAMP columns are UTC wall clock; window_*/sent/first_token/ended are the runner's
+-- time.monotonic() seconds (only comparable within one run, kept to reconcile with server metrics).
+-- No foreign keys: DuckDB forbids updating/deleting referenced rows, which resume/retry needs.
+
+CREATE TABLE IF NOT EXISTS schema_version (
+    version    INTEGER PRIMARY KEY,
+    applied_at TIMESTAMP NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS runs (
+    run_id          VARCHAR PRIMARY KEY,
+    name            VARCHAR,
+    engine          VARCHAR,
+    engine_version  VARCHAR,
+    model           VARCHAR,
+    hardware        JSON,
+    engine_extra    JSON,          -- EngineInfo.extra: quantization, backend, build ...
+    launch_command  VARCHAR,       -- redacted before it gets here
+    config          JSON,          -- the validated run config (no secrets: keys are read from env/files)
+    tool_version    VARCHAR,
+    host            VARCHAR,
+    api             VARCHAR,       -- completions | chat
+    prompt_mode     VARCHAR,       -- distinct | shared
+    token_source    VARCHAR,       -- usage | chunks (how output tokens were counted)
+    duration_s      DOUBLE,        -- measurement window per decode cell
+    max_output      INTEGER,
+    max_model_len   INTEGER,
+    kv_tokens       BIGINT,
+    max_seqs        INTEGER,
+    capacity_source VARCHAR,
+    started_at      TIMESTAMP,
+    finished_at     TIMESTAMP,
+    status          VARCHAR NOT NULL DEFAULT 'running',  -- running|completed|interrupted|failed|imported
+    notes           VARCHAR
+);
+
+CREATE TABLE IF NOT EXISTS prefill (
+    run_id         VARCHAR NOT NULL,
+    context_tokens INTEGER NOT NULL,
+    prompt_tokens  INTEGER,
+    ttft_ms        DOUBLE,
+    prompt_tps     DOUBLE,
+    status         VARCHAR NOT NULL,   -- valid | error | over_capacity | interrupted
+    reason         VARCHAR,
+    saved_at       TIMESTAMP,
+    PRIMARY KEY (run_id, context_tokens)
+);
+
+CREATE TABLE IF NOT EXISTS cells (
+    run_id          VARCHAR NOT NULL,
+    context_tokens  INTEGER NOT NULL,
+    concurrency     INTEGER NOT NULL,
+    status          VARCHAR NOT NULL,  -- see infermatrix.core.types.CELL_STATUSES
+    reason          VARCHAR,
+    total_tps       DOUBLE,
+    per_request_tps DOUBLE,
+    ttft_ms         DOUBLE,
+    tbt_ms          DOUBLE,
+    avg_active      DOUBLE,
+    completed       INTEGER,
+    output_tokens   BIGINT,
+    measured_s      DOUBLE,
+    window_start    DOUBLE,
+    window_end      DOUBLE,
+    token_source    VARCHAR,
+    prompt_tokens   INTEGER,
+    started_at      TIMESTAMP,
+    finished_at     TIMESTAMP,
+    flags           JSON,
+    saved_at        TIMESTAMP,
+    PRIMARY KEY (run_id, context_tokens, concurrency)
+);
+
+-- One row per streamed request of a cell (all of them, inside the window or not).
+-- request_no is the position in CellResult.requests, so (stream_index, seq) need not be unique.
+CREATE TABLE IF NOT EXISTS requests (
+    run_id         VARCHAR NOT NULL,
+    context_tokens INTEGER NOT NULL,
+    concurrency    INTEGER NOT NULL,
+    request_no     INTEGER NOT NULL,
+    stream_index   INTEGER,
+    seq            INTEGER,
+    sent           DOUBLE,
+    first_token    DOUBLE,
+    ended          DOUBLE,
+    ttft_ms        DOUBLE,
+    output_tokens  INTEGER,
+    chunks         INTEGER,            -- chunks that carried output (> output_tokens/chunks = spec. decoding)
+    prompt_tokens  INTEGER,
+    finish_reason  VARCHAR,
+    outcome        VARCHAR,
+    error          VARCHAR,
+    token_source   VARCHAR,
+    looped         BOOLEAN NOT NULL DEFAULT false,
+    loop_evidence  JSON,               -- the LoopFinding, when looped
+    text           VARCHAR             -- last 4 KB of the output, only when looped (evidence)
+);
+
+-- HDR histograms (microseconds), encoded as HdrHistogram's compressed base64 text.
+CREATE TABLE IF NOT EXISTS histograms (
+    run_id         VARCHAR NOT NULL,
+    context_tokens INTEGER NOT NULL,
+    concurrency    INTEGER NOT NULL,
+    metric         VARCHAR NOT NULL,   -- ttft | tbt | e2e
+    unit           VARCHAR NOT NULL DEFAULT 'us',
+    count          BIGINT NOT NULL,
+    encoded        VARCHAR NOT NULL,
+    PRIMARY KEY (run_id, context_tokens, concurrency, metric)
+);
+
+-- DuckDB cannot decode HDR, so each histogram's percentiles are decoded once at save time
+-- (a fixed grid, see infermatrix.core.store.cells.PERCENTILE_GRID) and kept here for SQL.
+CREATE TABLE IF NOT EXISTS histogram_percentiles (
+    run_id         VARCHAR NOT NULL,
+    context_tokens INTEGER NOT NULL,
+    concurrency    INTEGER NOT NULL,
+    metric         VARCHAR NOT NULL,
+    percentile     DOUBLE NOT NULL,
+    value_ms       DOUBLE NOT NULL,
+    PRIMARY KEY (run_id, context_tokens, concurrency, metric, percentile)
+);

@@ -1,0 +1,318 @@
+"""The results store: one DuckDB file, written one finished cell (one transaction) at a time."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+
+from infermatrix.core.contexts import format_context
+from infermatrix.core.store import rows
+from infermatrix.core.store.connect import MEMORY, apply_schema, check_schema, connect
+from infermatrix.core.store.errors import StoreError
+from infermatrix.core.store.runs import (
+    RUN_COLUMNS,
+    RUN_JSON_COLUMNS,
+    RUN_STATUSES,
+    RUN_TIME_COLUMNS,
+    new_run_id,
+)
+from infermatrix.core.types import CELL_STATUSES, CellResult, PrefillResult
+
+__all__ = ["Store", "open_store", "DEFAULT_DB", "PREFILL_STATUSES", "FINAL_CELL_STATUSES"]
+
+DEFAULT_DB = "infermatrix.duckdb"
+PREFILL_STATUSES = ("valid", "error", "over_capacity", "interrupted")
+# A cell with one of these is done: resume skips it. 'interrupted' (and 'error' on request) re-run.
+FINAL_CELL_STATUSES = tuple(s for s in CELL_STATUSES if s != "interrupted")
+
+_CELL_COLUMNS = (
+    "run_id, context_tokens, concurrency, status, reason, total_tps, per_request_tps, ttft_ms, tbt_ms, "
+    "avg_active, completed, output_tokens, measured_s, window_start, window_end, token_source, "
+    "prompt_tokens, started_at, finished_at, flags"
+)
+_REQUEST_COLUMNS = (
+    "run_id, context_tokens, concurrency, request_no, stream_index, seq, sent, first_token, ended, ttft_ms, "
+    "output_tokens, chunks, prompt_tokens, finish_reason, outcome, error, token_source, looped, loop_evidence, text"
+)
+_CHILD_TABLES = ("requests", "histograms", "histogram_percentiles")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def _placeholders(columns: str) -> str:
+    return ", ".join("?" for _ in columns.split(","))
+
+
+class Store:
+    """A DuckDB results database. Thread-safe (one lock); not shareable across processes for writing.
+
+    ``Store(path)`` creates the file and schema if needed; ``read_only=True`` needs an existing store
+    and creates nothing. Every failure is a :class:`StoreError` with a one-line message.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = DEFAULT_DB, read_only: bool = False):
+        self.read_only = read_only
+        self._con, self.path = connect(path, read_only)
+        self._lock = threading.RLock()
+        try:
+            if read_only:
+                check_schema(self._con, self.path)
+            else:
+                apply_schema(self._con, self.path)
+        except BaseException:
+            self._con.close()
+            raise
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({self.path!r}{', read_only=True' if self.read_only else ''})"
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise StoreError(f"database {self.path} is closed")
+        return self._con
+
+    def _writable(self) -> duckdb.DuckDBPyConnection:
+        if self.read_only:
+            raise StoreError(f"database {self.path} is open read-only")
+        return self.con
+
+    def _transaction(self, what: str, statements: Sequence[tuple[str, Any]]) -> None:
+        """Run ``(sql, params)`` pairs atomically; params that are a list of rows use executemany."""
+        con = self._writable()
+        with self._lock:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                for sql, params in statements:
+                    if params and isinstance(params[0], (list, tuple)):
+                        con.executemany(sql, params)
+                    elif params is not None and len(params) == 0 and "?" in sql:
+                        continue  # executemany with no rows: nothing to insert
+                    else:
+                        con.execute(sql, params)
+                con.execute("COMMIT")
+            except BaseException as exc:
+                con.execute("ROLLBACK")
+                if isinstance(exc, (duckdb.Error, ValueError, TypeError)):
+                    raise StoreError(f"could not save {what} in {self.path}: {_one_line(exc)}") from exc
+                raise
+
+    # ---- runs ------------------------------------------------------------------------------
+
+    def create_run(self, info: dict[str, Any]) -> str:
+        """Insert a run; returns its id (generated unless ``info['run_id']`` is given).
+
+        Keys are runs columns (see ``runs.RUN_COLUMNS``); JSON columns take dicts (or pydantic
+        models), times take datetimes or epoch seconds. Status defaults to 'running', started_at to now.
+        """
+        values = self._run_values(info)
+        values.setdefault("status", "running")
+        values.setdefault("started_at", _now())
+        if "run_id" not in values or not values["run_id"]:
+            values["run_id"] = self._unused_run_id()
+        self._check_run_status(values["status"])
+        cols = list(values)
+        sql = f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+        try:
+            self._transaction(f"run {values['run_id']}", [(sql, [values[c] for c in cols])])
+        except StoreError as exc:
+            if isinstance(exc.__cause__, duckdb.ConstraintException):
+                raise StoreError(f"run {values['run_id']} already exists in {self.path}") from None
+            raise
+        return values["run_id"]
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        """Set some columns of a run (same conventions as :meth:`create_run`)."""
+        if not fields:
+            return
+        values = self._run_values(fields)
+        if "run_id" in values:
+            raise StoreError("update_run cannot change a run's id")
+        if "status" in values:
+            self._check_run_status(values["status"])
+        self._require_run(run_id)
+        sets = ", ".join(f"{c} = ?" for c in values)
+        self._transaction(f"run {run_id}", [(f"UPDATE runs SET {sets} WHERE run_id = ?", [*values.values(), run_id])])
+
+    def finish_run(self, run_id: str, status: str) -> None:
+        """Mark a run completed / interrupted / failed, with finished_at = now."""
+        self.update_run(run_id, status=status, finished_at=_now())
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        """The run's row as a dict (JSON columns parsed), or ``None``."""
+        cols, found = self.query("SELECT * FROM runs WHERE run_id = ?", [run_id])
+        if not found:
+            return None
+        run = dict(zip(cols, found[0]))
+        for c in RUN_JSON_COLUMNS:
+            if isinstance(run.get(c), str):
+                run[c] = json.loads(run[c])
+        return run
+
+    def latest_run_id(self) -> str | None:
+        """The most recently started run."""
+        _, found = self.query("SELECT run_id FROM runs ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT 1")
+        return found[0][0] if found else None
+
+    def resolve_run(self, prefix: str | None) -> str:
+        """The run id for a unique prefix (or the exact id); the latest run for ``None``."""
+        if prefix is None or prefix == "":
+            latest = self.latest_run_id()
+            if latest is None:
+                raise StoreError(f"no runs in {self.path} yet")
+            return latest
+        _, found = self.query(
+            "SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY started_at DESC NULLS LAST, run_id",
+            [prefix],
+        )
+        ids = [r[0] for r in found]
+        if prefix in ids:
+            return prefix
+        if not ids:
+            raise StoreError(f"no run matches {prefix!r} in {self.path}")
+        if len(ids) > 1:
+            shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+            raise StoreError(f"run id {prefix!r} is ambiguous in {self.path}: {shown}")
+        return ids[0]
+
+    def list_runs(self) -> list[dict[str, Any]]:
+        """One dict per run from the run_summary view, newest first."""
+        cols, found = self.query("SELECT * FROM run_summary")
+        return [dict(zip(cols, r)) for r in found]
+
+    def _run_values(self, info: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(info) - set(RUN_COLUMNS))
+        if unknown:
+            raise StoreError(f"unknown run field(s): {', '.join(unknown)}")
+        values: dict[str, Any] = {}
+        for key in RUN_COLUMNS:  # table order, so SQL reads naturally
+            if key not in info:
+                continue
+            v = info[key]
+            try:
+                if key in RUN_JSON_COLUMNS:
+                    v = rows.to_json(v)
+                elif key in RUN_TIME_COLUMNS:
+                    v = rows.to_timestamp(v)
+            except (TypeError, ValueError) as exc:
+                raise StoreError(f"run field {key}: {exc}") from None
+            values[key] = v
+        return values
+
+    def _unused_run_id(self) -> str:
+        for _ in range(100):
+            rid = new_run_id()
+            if self.con.execute("SELECT 1 FROM runs WHERE run_id = ?", [rid]).fetchone() is None:
+                return rid
+        raise StoreError("could not find an unused run id")  # 2^32 ids: only if something is very wrong
+
+    @staticmethod
+    def _check_run_status(status: str) -> None:
+        if status not in RUN_STATUSES:
+            raise StoreError(f"unknown run status {status!r} (expected one of {', '.join(RUN_STATUSES)})")
+
+    def _require_run(self, run_id: str) -> None:
+        if self.con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone() is None:
+            raise StoreError(f"no run {run_id!r} in {self.path}")
+
+    # ---- results ---------------------------------------------------------------------------
+
+    def save_prefill(self, run_id: str, r: PrefillResult) -> None:
+        """Save (or replace) one prefill probe."""
+        if r.status not in PREFILL_STATUSES:
+            raise StoreError(f"unknown prefill status {r.status!r} (expected one of {', '.join(PREFILL_STATUSES)})")
+        self._require_run(run_id)
+        self._transaction(
+            f"prefill {format_context(r.context_tokens)} of run {run_id}",
+            [("INSERT OR REPLACE INTO prefill VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [*rows.prefill_row(run_id, r), _now()])],
+        )
+
+    def save_cell(self, run_id: str, c: CellResult) -> None:
+        """Save one finished cell: its row, its requests and its histograms, in ONE transaction.
+
+        Saving a cell again replaces it entirely (resume / retry). On any error nothing of the new
+        version is kept and an earlier saved version stays as it was.
+        """
+        what = f"cell {format_context(c.context_tokens)} x {c.concurrency} of run {run_id}"
+        if c.status not in CELL_STATUSES:
+            raise StoreError(f"{what}: unknown status {c.status!r} (expected one of {', '.join(CELL_STATUSES)})")
+        self._require_run(run_id)
+        try:
+            cell = rows.cell_row(run_id, c) + [_now()]
+            requests = rows.request_rows(run_id, c)
+            hists, pcts = rows.histogram_rows(run_id, c)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"could not save {what}: {_one_line(exc)}") from None
+        key = [run_id, c.context_tokens, c.concurrency]
+        where = "WHERE run_id = ? AND context_tokens = ? AND concurrency = ?"
+        statements: list[tuple[str, Any]] = [(f"DELETE FROM {t} {where}", key) for t in _CHILD_TABLES]
+        statements.append((f"INSERT OR REPLACE INTO cells ({_CELL_COLUMNS}, saved_at) VALUES ({_placeholders(_CELL_COLUMNS)}, ?)", cell))
+        statements.append((f"INSERT INTO requests ({_REQUEST_COLUMNS}) VALUES ({_placeholders(_REQUEST_COLUMNS)})", requests))
+        statements.append(("INSERT INTO histograms VALUES (?, ?, ?, ?, ?, ?, ?)", hists))
+        statements.append(("INSERT INTO histogram_percentiles VALUES (?, ?, ?, ?, ?, ?)", pcts))
+        self._transaction(what, statements)
+
+    def done_cells(self, run_id: str, retry_errors: bool = False) -> set[tuple[int, int]]:
+        """``(context_tokens, concurrency)`` of the cells resume should skip: any final status
+        (everything but 'interrupted'; also not 'error' when ``retry_errors``)."""
+        final = [s for s in FINAL_CELL_STATUSES if not (retry_errors and s == "error")]
+        _, found = self.query(
+            "SELECT context_tokens, concurrency FROM cells WHERE run_id = ? AND list_contains(?, status)",
+            [run_id, final],
+        )
+        return {(int(a), int(b)) for a, b in found}
+
+    def done_prefill(self, run_id: str) -> set[int]:
+        """Context lengths whose prefill probe has a final status (not 'interrupted')."""
+        _, found = self.query("SELECT context_tokens FROM prefill WHERE run_id = ? AND status <> 'interrupted'", [run_id])
+        return {int(r[0]) for r in found}
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> tuple[list[str], list[tuple]]:
+        """Run any SQL; returns ``(column names, rows)`` (both empty for statements without a result)."""
+        con = self.con
+        with self._lock:
+            try:
+                cur = con.execute(sql, params) if params is not None else con.execute(sql)
+                if cur.description is None:
+                    return [], []
+                return [d[0] for d in cur.description], cur.fetchall()
+            except duckdb.Error as exc:
+                raise StoreError(_one_line(exc)) from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return " ".join(text.split()) if text else type(exc).__name__
+
+
+def open_store(path: str | os.PathLike[str] | None = None, read_only: bool = False) -> Store:
+    """``Store(path or ./infermatrix.duckdb)``."""
+    return Store(DEFAULT_DB if path is None else path, read_only=read_only)
+
+
+# Keep the constant importable from here too (tests and the CLI use it).
+MEMORY_DB = MEMORY

@@ -1,0 +1,150 @@
+-- infermatrix store: macros and views. Re-created on every read-write open (CREATE OR REPLACE),
+-- so they always match the code; bump SCHEMA_VERSION in connect.py when they change.
+--
+-- Contract views (DESIGN.md §4; column names and order are public, other tools read them):
+--   prefill_list, decode_matrix, engine_comparison, latency_percentiles
+-- Helper objects (not contract): context_label(), latency_at(), decode_details, run_summary.
+-- Views carry an ORDER BY (run, context tokens, concurrency) so `SELECT * FROM view` reads in
+-- report order; DuckDB keeps it for plain selects, but add your own ORDER BY when it matters.
+
+-- The label infermatrix.core.contexts.format_context gives: whole K -> '8K', else the plain number.
+CREATE OR REPLACE MACRO context_label(tokens) AS
+    CASE WHEN tokens % 1024 = 0 THEN CAST(tokens // 1024 AS VARCHAR) || 'K' ELSE CAST(tokens AS VARCHAR) END;
+
+-- Latency (ms) at the nearest stored percentile >= p (histogram_percentiles holds a fixed grid:
+-- 0, 1 ... 99, 99.1 ... 99.9, 99.99, 100), of any stored cell whatever its status; NULL if none.
+-- e.g. SELECT latency_at('3fa2c1d0', 8192, 64, 'ttft', 95);  -> the stored p95 TTFT
+-- Parameters are underscored because DuckDB rejects macro parameters named like a column.
+CREATE OR REPLACE MACRO latency_at(_run_id, _context_tokens, _concurrency, _metric, _p) AS (
+    SELECT h.value_ms
+    FROM histogram_percentiles h
+    WHERE h.run_id = _run_id AND h.context_tokens = _context_tokens AND h.concurrency = _concurrency
+      AND h.metric = _metric AND h.percentile >= _p
+    ORDER BY h.percentile
+    LIMIT 1
+);
+
+-- One cold request per context; numbers only for valid probes (like decode_matrix).
+CREATE OR REPLACE VIEW prefill_list AS
+SELECT
+    p.run_id,
+    r.engine,
+    r.model,
+    context_label(p.context_tokens) AS context_label,
+    p.context_tokens,
+    p.prompt_tokens,
+    CASE WHEN p.status = 'valid' THEN p.prompt_tps END AS prompt_tps,
+    CASE WHEN p.status = 'valid' THEN p.ttft_ms END AS ttft_ms,
+    p.status
+FROM prefill p
+LEFT JOIN runs r ON r.run_id = p.run_id
+ORDER BY p.run_id, p.context_tokens;
+
+-- The decode matrix. A looped/error/client-bound cell's numbers are evidence, not results: the
+-- view hides them (the cells table keeps them) so no report or comparison can show them by mistake.
+CREATE OR REPLACE VIEW decode_matrix AS
+SELECT
+    c.run_id,
+    r.engine,
+    r.model,
+    context_label(c.context_tokens) AS context_label,
+    c.context_tokens,
+    c.concurrency,
+    c.status,
+    CASE WHEN c.status = 'valid' THEN c.total_tps END AS total_tps,
+    CASE WHEN c.status = 'valid' THEN c.per_request_tps END AS per_request_tps,
+    CASE WHEN c.status = 'valid' THEN c.ttft_ms END AS ttft_ms,
+    CASE WHEN c.status = 'valid' THEN c.tbt_ms END AS tbt_ms,
+    CASE WHEN c.status = 'valid' THEN c.avg_active END AS avg_active,
+    CASE WHEN c.status = 'valid' THEN c.completed END AS completed,
+    CASE WHEN c.status = 'valid' THEN c.output_tokens END AS output_tokens,
+    CASE WHEN c.status = 'valid' THEN c.measured_s END AS measured_s
+FROM cells c
+LEFT JOIN runs r ON r.run_id = c.run_id
+ORDER BY c.run_id, c.context_tokens, c.concurrency;
+
+-- Every ordered pair of distinct runs over the cells valid in both; ratio = value_b / value_a
+-- (> 1 means run_b has more throughput, or more latency for ttft_ms/tbt_ms). NULL ratio when value_a is 0.
+CREATE OR REPLACE VIEW engine_comparison AS
+WITH v AS (
+    SELECT * FROM decode_matrix WHERE status = 'valid'
+), pairs AS (
+    SELECT a.run_id AS run_a, b.run_id AS run_b, a.context_label, a.context_tokens, a.concurrency,
+           a.total_tps AS a_total, b.total_tps AS b_total,
+           a.per_request_tps AS a_per, b.per_request_tps AS b_per,
+           a.ttft_ms AS a_ttft, b.ttft_ms AS b_ttft,
+           a.tbt_ms AS a_tbt, b.tbt_ms AS b_tbt
+    FROM v a
+    JOIN v b ON b.context_tokens = a.context_tokens AND b.concurrency = a.concurrency AND b.run_id <> a.run_id
+), long AS (
+    SELECT run_a, run_b, context_label, context_tokens, concurrency, 1 AS k, 'total_tps' AS metric, a_total AS value_a, b_total AS value_b FROM pairs
+    UNION ALL
+    SELECT run_a, run_b, context_label, context_tokens, concurrency, 2, 'per_request_tps', a_per, b_per FROM pairs
+    UNION ALL
+    SELECT run_a, run_b, context_label, context_tokens, concurrency, 3, 'ttft_ms', a_ttft, b_ttft FROM pairs
+    UNION ALL
+    SELECT run_a, run_b, context_label, context_tokens, concurrency, 4, 'tbt_ms', a_tbt, b_tbt FROM pairs
+)
+SELECT run_a, run_b, context_label, concurrency, metric, value_a, value_b,
+       value_b / NULLIF(value_a, 0) AS ratio
+FROM long
+ORDER BY run_a, run_b, context_tokens, concurrency, k;
+
+-- Percentiles (ms) of each valid cell's latency histograms (ttft, tbt, e2e), decoded at save time.
+-- Like decode_matrix, only valid cells; latency_at() reads any cell. max is the largest recorded
+-- value (HDR-rounded up, within 0.1 %).
+CREATE OR REPLACE VIEW latency_percentiles AS
+SELECT
+    h.run_id,
+    context_label(h.context_tokens) AS context_label,
+    h.concurrency,
+    h.metric,
+    max(h.value_ms) FILTER (WHERE h.percentile = 50) AS p50,
+    max(h.value_ms) FILTER (WHERE h.percentile = 90) AS p90,
+    max(h.value_ms) FILTER (WHERE h.percentile = 99) AS p99,
+    max(h.value_ms) FILTER (WHERE h.percentile = 99.9) AS p999,
+    max(h.value_ms) FILTER (WHERE h.percentile = 100) AS max
+FROM histogram_percentiles h
+JOIN cells c ON c.run_id = h.run_id AND c.context_tokens = h.context_tokens AND c.concurrency = h.concurrency
+WHERE c.status = 'valid'
+GROUP BY h.run_id, h.context_tokens, h.concurrency, h.metric
+ORDER BY h.run_id, h.context_tokens, h.concurrency,
+         CASE h.metric WHEN 'ttft' THEN 1 WHEN 'tbt' THEN 2 WHEN 'e2e' THEN 3 ELSE 4 END, h.metric;
+
+-- Why a cell has its status, and its request outcomes: what the reports print under the matrix.
+CREATE OR REPLACE VIEW decode_details AS
+SELECT
+    c.run_id,
+    context_label(c.context_tokens) AS context_label,
+    c.context_tokens,
+    c.concurrency,
+    c.status,
+    c.reason,
+    c.token_source,
+    c.prompt_tokens,
+    coalesce(q.requests, 0) AS requests,
+    coalesce(q.failed, 0) AS failed_requests,
+    coalesce(q.looped, 0) AS looped_requests,
+    c.started_at,
+    c.finished_at,
+    c.flags
+FROM cells c
+LEFT JOIN (
+    SELECT run_id, context_tokens, concurrency,
+           count(*) AS requests,
+           count(*) FILTER (WHERE outcome NOT IN ('ok', 'cancelled')) AS failed,
+           count(*) FILTER (WHERE looped) AS looped
+    FROM requests
+    GROUP BY run_id, context_tokens, concurrency
+) q ON q.run_id = c.run_id AND q.context_tokens = c.context_tokens AND q.concurrency = c.concurrency
+ORDER BY c.run_id, c.context_tokens, c.concurrency;
+
+-- One line per run, newest first: what `infermatrix report` lists.
+CREATE OR REPLACE VIEW run_summary AS
+SELECT
+    r.run_id, r.name, r.engine, r.engine_version, r.model, r.status, r.started_at, r.finished_at,
+    (SELECT count(*) FROM prefill p WHERE p.run_id = r.run_id) AS prefill_points,
+    (SELECT count(*) FROM cells c WHERE c.run_id = r.run_id) AS cells,
+    (SELECT count(*) FROM cells c WHERE c.run_id = r.run_id AND c.status = 'valid') AS valid_cells
+FROM runs r
+ORDER BY r.started_at DESC NULLS LAST, r.run_id;

@@ -1,0 +1,159 @@
+"""Sim profiles: what engine to pretend to be. Built-ins live in ``profiles/*.toml``.
+
+A profile reference is a built-in name, a path to a TOML or JSON file whose top-level table is the
+profile, or a dict. A file or dict may say ``base = "demo"`` to start from a built-in and change a
+few fields (``[engine] profile = {base = "demo", spec_tokens = 2}``).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+
+from infermatrix.core.config import ConfigError, Strict
+
+__all__ = ["LoopProfile", "SimProfile", "load_profile", "builtin_profiles", "PROFILE_DIR"]
+
+PROFILE_DIR = Path(__file__).with_name("profiles")
+
+
+class LoopProfile(Strict):
+    """When requests start repeating themselves (like a model that degenerates under load)."""
+
+    min_context: int | None = Field(None, ge=1, description="prompt tokens at or above which loops start; None: never (the [[loop]] marker still works)")
+    min_running: int = Field(1, ge=1, description="...and only while at least this many requests are admitted (itself included)")
+    after_tokens: int = Field(64, ge=0, description="output tokens before the loop starts")
+    period_tokens: int = Field(16, ge=1, description="length of the repeated cycle")
+
+
+class SimProfile(Strict):
+    name: str = "custom"
+    description: str = ""
+    model: str = "sim-model"
+    max_model_len: int = Field(16384, gt=0)
+    # KV cache: num_gpu_blocks x block_size = kv_tokens exactly (checked), as /metrics reports it.
+    kv_tokens: int = Field(262_144, gt=0)
+    block_size: int = Field(16, gt=0)
+    max_num_seqs: int = Field(256, gt=0)
+    # Decode step time in ms: step_base_ms + step_per_seq_ms * batch + step_per_1k_ctx_ms * context/1000,
+    # where context is the sum of prompt and generated tokens over the batch. ``step_table``
+    # ([[batch, ms], ...], interpolated linearly, flat beyond its ends) replaces the first two terms.
+    step_base_ms: float = Field(8.0, ge=0)
+    step_per_seq_ms: float = Field(0.1, ge=0)
+    step_per_1k_ctx_ms: float = Field(0.0, ge=0)
+    step_table: list[tuple[int, float]] | None = None
+    # Serial prefill of the part of the prompt the prefix cache doesn't hold.
+    prefill_tps: float = Field(20_000.0, gt=0)
+    prefill_base_ms: float = Field(2.0, ge=0)
+    prefix_cache_tokens: int = Field(1_048_576, ge=0, description="LRU bound of the prefix cache; 0 turns it off")
+    # Speculative decoding: each step a sequence emits 1 + the leading accepted drafts (each with p = acceptance).
+    spec_tokens: int = Field(0, ge=0)
+    acceptance: float = Field(0.0, ge=0, le=1)
+    reasoning_tokens: int = Field(0, ge=0, description="chat: the first this many tokens arrive as delta.reasoning_content")
+    eos_probability: float = Field(0.0, ge=0, le=1, description="per-token chance of stopping early (unless ignore_eos)")
+    # Server behaviours, to emulate servers that lack them.
+    usage: bool = True
+    continuous_usage_stats: bool = True
+    metrics: bool = True
+    seed: int = 0
+    loop: LoopProfile = Field(default_factory=LoopProfile)
+    truth_max_requests: int = Field(50_000, ge=1, description="ground-truth records kept (oldest dropped first)")
+    truth_max_steps: int = Field(500_000, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> SimProfile:
+        if self.kv_tokens % self.block_size:
+            raise ValueError(f"kv_tokens ({self.kv_tokens}) must be a multiple of block_size ({self.block_size})")
+        if self.kv_tokens < self.max_model_len:
+            raise ValueError("kv_tokens must hold at least one max_model_len request (vLLM refuses to start otherwise)")
+        if self.step_table is not None:
+            if not self.step_table or any(b <= 0 or ms < 0 for b, ms in self.step_table):
+                raise ValueError("step_table needs [batch > 0, ms >= 0] rows")
+            self.__dict__["step_table"] = sorted(self.step_table)  # bypass validate_assignment recursion
+        return self
+
+    @property
+    def num_gpu_blocks(self) -> int:
+        return self.kv_tokens // self.block_size
+
+    def step_ms(self, batch: int, context_tokens: int) -> float:
+        """Modelled duration of one decode step."""
+        table = self.step_table
+        if table is None:
+            ms = self.step_base_ms + self.step_per_seq_ms * batch
+        elif batch <= table[0][0]:
+            ms = table[0][1]
+        elif batch >= table[-1][0]:
+            ms = table[-1][1]
+        else:
+            ms = table[-1][1]
+            for (b0, m0), (b1, m1) in zip(table, table[1:]):
+                if batch <= b1:
+                    ms = m0 + (m1 - m0) * (batch - b0) / (b1 - b0)
+                    break
+        return ms + self.step_per_1k_ctx_ms * context_tokens / 1000.0
+
+
+def builtin_profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        if path.suffix == ".json":
+            data = json.loads(path.read_text())
+        else:
+            with path.open("rb") as fh:
+                data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"sim profile {path}: cannot read: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"sim profile {path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"sim profile {path}: the top level must be a table")
+    data.setdefault("name", path.stem)
+    return data
+
+
+def _resolve(ref: str | dict[str, Any] | SimProfile, depth: int = 0) -> dict[str, Any]:
+    if depth > 4:
+        raise ConfigError("sim profile: 'base' chain too deep")
+    if isinstance(ref, SimProfile):
+        return ref.model_dump(mode="json")
+    if isinstance(ref, dict):
+        data = dict(ref)
+    else:
+        ref = str(ref)
+        if ref in builtin_profiles():
+            data = _read_file(PROFILE_DIR / f"{ref}.toml")
+        elif ref.endswith((".toml", ".json")) or "/" in ref or Path(ref).is_file():
+            data = _read_file(Path(ref).expanduser())
+        else:
+            raise ConfigError(f"unknown sim profile {ref!r} (known: {', '.join(builtin_profiles())}; or give a .toml/.json path)")
+    base = data.pop("base", None)
+    if base is not None:
+        merged = _resolve(base, depth + 1)
+        if isinstance(merged.get("loop"), dict) and isinstance(data.get("loop"), dict):
+            data["loop"] = {**merged["loop"], **data["loop"]}
+        name = data.pop("name", None)
+        merged.update(data)
+        merged["name"] = name or f"{merged.get('name', base)}+custom"
+        data = merged
+    return data
+
+
+def load_profile(ref: str | dict[str, Any] | SimProfile) -> SimProfile:
+    """A validated profile from a built-in name, a TOML/JSON path, or a dict."""
+    data = _resolve(ref)
+    try:
+        return SimProfile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "profile"
+        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        raise ConfigError(f"sim profile {data.get('name', '?')!r}: {loc}: {msg}{more}") from None

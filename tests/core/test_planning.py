@@ -1,0 +1,26 @@
+from infermatrix.core.planning import over_capacity_reason, prefill_target
+from infermatrix.core.types import Capacity
+
+
+def test_distinct_prompts_need_n_times_context():
+    cap = Capacity(kv_tokens=8 * (4096 + 256), source="test")
+    assert over_capacity_reason(4096, 8, 256, cap, 16384, "distinct") is None
+    assert "KV tokens" in over_capacity_reason(4096, 9, 256, cap, 16384, "distinct")
+
+
+def test_shared_prompt_counts_context_once():
+    cap = Capacity(kv_tokens=4096 + 16 * 256, source="test")
+    assert over_capacity_reason(4096, 16, 256, cap, None, "shared") is None
+    assert over_capacity_reason(4096, 17, 256, cap, None, "shared") is not None
+
+
+def test_max_model_len_and_max_seqs():
+    unlimited = Capacity(kv_tokens=None)
+    assert "max_model_len" in over_capacity_reason(257_024, 1, 8192, unlimited, 262_144, "distinct")
+    assert over_capacity_reason(257_024, 1, 4096, unlimited, 262_144, "distinct") is None
+    assert "max sequences" in over_capacity_reason(1024, 64, 16, Capacity(kv_tokens=None, max_seqs=32), None, "distinct")
+
+
+def test_prefill_target_caps_at_model_length():
+    assert prefill_target(262_144, 262_144)[0] == 262_143
+    assert prefill_target(8192, 262_144) == (8192, None)
