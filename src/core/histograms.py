@@ -21,6 +21,8 @@ __all__ = [
     "decode",
     "histogram_of",
     "percentile",
+    "value_at",
+    "values_at",
 ]
 
 LOWEST_US = 1
@@ -74,9 +76,22 @@ def percentile(encoded: bytes | str, p: float) -> float:
 
 
 def value_at(h: HdrHistogram, p: float) -> int:
-    """Microseconds at percentile ``p``; 0 and 100 are the recorded min and max (HDR-equivalent)."""
+    """Microseconds at percentile ``p``: the value of rank max(1, round(p/100 x count)) in sorted
+    order, HDR-rounded up (within 0.1 %); 0 and 100 are the recorded min and max."""
     if p <= 0:
         return h.get_min_value()
     if p >= 100:
         return h.get_max_value()
     return h.get_value_at_percentile(p)
+
+
+def values_at(h: HdrHistogram, ps: Iterable[float]) -> dict[float, int]:
+    """:func:`value_at` for many percentiles in one pass over the buckets (hdrh's per-call
+    ``get_value_at_percentile`` rescans from the start: ~3 ms each, too slow for a 100-point grid)."""
+    ps = list(ps)
+    inner = [p for p in ps if 0 < p < 100]
+    out = {p: int(v) for p, v in h.get_percentile_to_value_dict(inner).items()} if inner else {}
+    for p in ps:
+        if p <= 0 or p >= 100:
+            out[p] = value_at(h, p)
+    return out

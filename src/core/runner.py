@@ -138,8 +138,8 @@ async def _run_matrix(
     store.update_run(
         run_id, engine=info.engine, engine_version=info.version, model=info.model, hardware=hardware,
         launch_command=info.launch_command, max_model_len=max_model_len, kv_tokens=capacity.kv_tokens,
-        max_seqs=capacity.max_seqs, capacity_source=capacity.source,
-        notes={"tokenizer": tokenizer.source, "engine_extra": info.extra, "capacity_detail": capacity.detail},
+        max_seqs=capacity.max_seqs, capacity_source=capacity.source, tokenizer=tokenizer.source,
+        engine_extra=info.extra, capacity_detail=capacity.detail, duration_s=m.duration_s, max_output=m.max_output,
     )
     console.print(
         f"  {info.engine} {info.version or ''} · model {info.model} · max_model_len {max_model_len or '?'} · "
@@ -150,10 +150,11 @@ async def _run_matrix(
     cells = [(c, n) for c in m.contexts for n in m.concurrency]
     runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops, pm=pm)
     prompts: dict[tuple[int, int], Prompt] = {}
+    sources: set[str] = set()  # token sources of the valid cells, for the run's header
 
     async def prompt_for(ctx: int, stream: int) -> Prompt:
         if (ctx, stream) not in prompts:
-            prompts[(ctx, stream)] = await workload.prompt(ctx, f"{run_id}/decode/{ctx}/s{stream}")
+            prompts[(ctx, stream)] = await workload.prompt(ctx, f"decode/{ctx}/s{stream}")
         return prompts[(ctx, stream)]
 
     todo_prefill = [c for c in m.prefill_contexts if c not in done_prefill]
@@ -186,6 +187,10 @@ async def _run_matrix(
                     raise
             store.save_cell(run_id, result)
             outcome.cells[result.status] = outcome.cells.get(result.status, 0) + 1
+            if result.token_source and result.status == "valid":
+                sources.add(result.token_source)
+                store.update_run(run_id, token_source=sources.pop() if len(sources) == 1 else "mixed")
+                sources.add(result.token_source)
             progress.finished(label, result.status, _cell_detail(result))
 
 
@@ -199,7 +204,7 @@ async def _prefill(runner: CellRunner, workload: Any, ctx: int, max_model_len: i
     target, note = prefill_target(ctx, max_model_len)
     progress.on_phase("prompts", None)
     # A never-seen prefix (run id + nonce), so nothing of it is in the prefix cache: a cold request.
-    prompt = await workload.prompt(target, f"{run_id}/prefill/{ctx}/{time.time_ns()}")
+    prompt = await workload.prompt(target, f"{run_id}/prefill/{ctx}/{time.time_ns()}", distinct=True)
     progress.on_phase("prefill", None)
     rec = await runner.one_shot(prompt, 1)
     if rec.outcome != "ok" or rec.ttft_s is None:

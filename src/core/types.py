@@ -66,7 +66,9 @@ class Tokenizer(Protocol):
 class Workload(Protocol):
     """Builds prompts of an exact token length, distinct per key, deterministic by seed."""
 
-    async def prompt(self, context_tokens: int, key: str) -> Prompt: ...
+    async def prompt(self, context_tokens: int, key: str, *, distinct: bool | None = None) -> Prompt:
+        """``distinct=True`` forces a prompt of its own even in shared mode (cold prefill probes)."""
+        ...
 
 
 @dataclass

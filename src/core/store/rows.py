@@ -37,7 +37,8 @@ PERCENTILE_GRID = tuple(
 # Looped requests keep their output as evidence; the tail is kept because loops show at the end.
 EVIDENCE_TEXT_BYTES = 4096
 
-HISTOGRAM_METRICS = ("ttft", "tbt", "e2e")
+# ttft, tbt (per-request mean gap), e2e (request latency), itl (every gap between chunks).
+HISTOGRAM_METRICS = ("ttft", "tbt", "e2e", "itl")
 
 
 def to_timestamp(value: Any) -> dt.datetime | None:
@@ -132,6 +133,7 @@ def histogram_rows(run_id: str, c: CellResult) -> tuple[list[list[Any]], list[li
         count = h.get_total_count()
         hist_rows.append([run_id, c.context_tokens, c.concurrency, metric, "us", count, text])
         if count:
+            values = hdr.values_at(h, PERCENTILE_GRID)
             for p in PERCENTILE_GRID:
-                pct_rows.append([run_id, c.context_tokens, c.concurrency, metric, p, hdr.value_at(h, p) / 1000.0])
+                pct_rows.append([run_id, c.context_tokens, c.concurrency, metric, p, values[p] / 1000.0])
     return hist_rows, pct_rows

@@ -14,9 +14,10 @@ __all__ = ["RUN_COLUMNS", "RUN_JSON_COLUMNS", "RUN_TIME_COLUMNS", "RUN_STATUSES"
 RUN_COLUMNS = (
     "run_id", "name", "engine", "engine_version", "model", "hardware", "engine_extra", "launch_command",
     "config", "tool_version", "host", "api", "prompt_mode", "token_source", "duration_s", "max_output",
-    "max_model_len", "kv_tokens", "max_seqs", "capacity_source", "started_at", "finished_at", "status", "notes",
+    "max_model_len", "kv_tokens", "max_seqs", "capacity_source", "capacity_detail", "tokenizer",
+    "started_at", "finished_at", "status", "error", "notes",
 )
-RUN_JSON_COLUMNS = frozenset({"hardware", "engine_extra", "config"})
+RUN_JSON_COLUMNS = frozenset({"hardware", "engine_extra", "config", "capacity_detail"})
 RUN_TIME_COLUMNS = frozenset({"started_at", "finished_at"})
 RUN_STATUSES = ("running", "completed", "interrupted", "failed", "imported")
 
@@ -46,7 +47,10 @@ def run_info(
         "tool_version": _tool_version(),
     }
     if capacity is not None:
-        info.update(kv_tokens=capacity.kv_tokens, max_seqs=capacity.max_seqs, capacity_source=capacity.source)
+        info.update(
+            kv_tokens=capacity.kv_tokens, max_seqs=capacity.max_seqs, capacity_source=capacity.source,
+            capacity_detail=dict(capacity.detail),
+        )
     if config is not None:
         data = config.model_dump(mode="json") if hasattr(config, "model_dump") else dict(config)
         matrix = data.get("matrix") or {}

@@ -29,11 +29,18 @@ CREATE TABLE IF NOT EXISTS runs (
     kv_tokens       BIGINT,
     max_seqs        INTEGER,
     capacity_source VARCHAR,
+    capacity_detail JSON,          -- Capacity.detail: what the capacity was computed from
+    tokenizer       VARCHAR,       -- how prompt lengths were counted (server /tokenize, calibration ...)
     started_at      TIMESTAMP,
     finished_at     TIMESTAMP,
     status          VARCHAR NOT NULL DEFAULT 'running',  -- running|completed|interrupted|failed|imported
-    notes           VARCHAR
+    error           VARCHAR,       -- why a failed run failed (redacted)
+    notes           VARCHAR        -- free text; a dict given here is stored as JSON text
 );
+-- Columns added while schema v1 was in development: keep databases written before them working.
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS capacity_detail JSON;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS tokenizer VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS error VARCHAR;
 
 CREATE TABLE IF NOT EXISTS prefill (
     run_id         VARCHAR NOT NULL,
@@ -102,7 +109,7 @@ CREATE TABLE IF NOT EXISTS histograms (
     run_id         VARCHAR NOT NULL,
     context_tokens INTEGER NOT NULL,
     concurrency    INTEGER NOT NULL,
-    metric         VARCHAR NOT NULL,   -- ttft | tbt | e2e
+    metric         VARCHAR NOT NULL,   -- ttft | tbt | e2e | itl
     unit           VARCHAR NOT NULL DEFAULT 'us',
     count          BIGINT NOT NULL,
     encoded        VARCHAR NOT NULL,

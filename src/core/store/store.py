@@ -5,8 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import tempfile
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -14,7 +16,7 @@ import duckdb
 from infermatrix.core.contexts import format_context
 from infermatrix.core.store import rows
 from infermatrix.core.store.connect import MEMORY, apply_schema, check_schema, connect
-from infermatrix.core.store.errors import StoreError
+from infermatrix.core.store.errors import QueryError, StoreError
 from infermatrix.core.store.runs import (
     RUN_COLUMNS,
     RUN_JSON_COLUMNS,
@@ -32,23 +34,30 @@ PREFILL_STATUSES = ("valid", "error", "over_capacity", "interrupted")
 FINAL_CELL_STATUSES = tuple(s for s in CELL_STATUSES if s != "interrupted")
 
 _CELL_COLUMNS = (
-    "run_id, context_tokens, concurrency, status, reason, total_tps, per_request_tps, ttft_ms, tbt_ms, "
-    "avg_active, completed, output_tokens, measured_s, window_start, window_end, token_source, "
-    "prompt_tokens, started_at, finished_at, flags"
+    "run_id", "context_tokens", "concurrency", "status", "reason", "total_tps", "per_request_tps", "ttft_ms",
+    "tbt_ms", "avg_active", "completed", "output_tokens", "measured_s", "window_start", "window_end",
+    "token_source", "prompt_tokens", "started_at", "finished_at", "flags", "saved_at",
 )
 _REQUEST_COLUMNS = (
-    "run_id, context_tokens, concurrency, request_no, stream_index, seq, sent, first_token, ended, ttft_ms, "
-    "output_tokens, chunks, prompt_tokens, finish_reason, outcome, error, token_source, looped, loop_evidence, text"
+    "run_id", "context_tokens", "concurrency", "request_no", "stream_index", "seq", "sent", "first_token",
+    "ended", "ttft_ms", "output_tokens", "chunks", "prompt_tokens", "finish_reason", "outcome", "error",
+    "token_source", "looped", "loop_evidence", "text",
 )
+_HISTOGRAM_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "unit", "count", "encoded")
+_PERCENTILE_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "percentile", "value_ms")
 _CHILD_TABLES = ("requests", "histograms", "histogram_percentiles")
+
+
+class Bulk:
+    """Marker in a transaction's statement list: insert many rows (see Store._bulk_insert)."""
 
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
-def _placeholders(columns: str) -> str:
-    return ", ".join("?" for _ in columns.split(","))
+def _marks(columns: Sequence[str]) -> str:
+    return ", ".join("?" for _ in columns)
 
 
 class Store:
@@ -62,6 +71,7 @@ class Store:
         self.read_only = read_only
         self._con, self.path = connect(path, read_only)
         self._lock = threading.RLock()
+        self._types: dict[str, dict[str, str]] = {}
         try:
             if read_only:
                 check_schema(self._con, self.path)
@@ -100,24 +110,44 @@ class Store:
         return self.con
 
     def _transaction(self, what: str, statements: Sequence[tuple[str, Any]]) -> None:
-        """Run ``(sql, params)`` pairs atomically; params that are a list of rows use executemany."""
+        """Run statements atomically: ``(sql, params)``, or ``(Bulk, (table, columns, rows))``."""
         con = self._writable()
         with self._lock:
             con.execute("BEGIN TRANSACTION")
             try:
                 for sql, params in statements:
-                    if params and isinstance(params[0], (list, tuple)):
-                        con.executemany(sql, params)
-                    elif params is not None and len(params) == 0 and "?" in sql:
-                        continue  # executemany with no rows: nothing to insert
+                    if sql is Bulk:
+                        self._bulk_insert(*params)
                     else:
                         con.execute(sql, params)
                 con.execute("COMMIT")
             except BaseException as exc:
-                con.execute("ROLLBACK")
+                try:
+                    con.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass  # a failed COMMIT has already ended the transaction; keep the original error
                 if isinstance(exc, (duckdb.Error, ValueError, TypeError)):
                     raise StoreError(f"could not save {what} in {self.path}: {_one_line(exc)}") from exc
                 raise
+
+    def _bulk_insert(self, table: str, columns: Sequence[str], data: list[list[Any]]) -> None:
+        """Insert many rows with one statement: one typed list per column, zipped by unnest().
+
+        executemany runs one INSERT per row (about 1 ms each); a 128-stream cell has thousands of
+        requests, and the runner waits on this between cells.
+        """
+        if not data:
+            return
+        types = self._column_types(table)
+        lists = [list(col) for col in zip(*data)]
+        select = ", ".join(f"unnest(?::{types[c]}[])" for c in columns)
+        self.con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select}", lists)
+
+    def _column_types(self, table: str) -> dict[str, str]:
+        if table not in self._types:
+            found = self.con.execute(f"DESCRIBE {table}").fetchall()
+            self._types[table] = {name: typ for name, typ, *_ in found}
+        return self._types[table]
 
     # ---- runs ------------------------------------------------------------------------------
 
@@ -156,9 +186,27 @@ class Store:
         sets = ", ".join(f"{c} = ?" for c in values)
         self._transaction(f"run {run_id}", [(f"UPDATE runs SET {sets} WHERE run_id = ?", [*values.values(), run_id])])
 
-    def finish_run(self, run_id: str, status: str) -> None:
-        """Mark a run completed / interrupted / failed, with finished_at = now."""
-        self.update_run(run_id, status=status, finished_at=_now())
+    def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
+        """Mark a run completed / interrupted / failed, with finished_at = now (and why it failed)."""
+        fields: dict[str, Any] = {"status": status, "finished_at": _now()}
+        if error is not None:
+            fields["error"] = error
+        self.update_run(run_id, **fields)
+
+    def run_dir(self, run_id: str) -> Path:
+        """A directory for the run's files (engine log ...), next to the database:
+        ``results.duckdb`` -> ``results.runs/<run_id>/``. Created if missing."""
+        if self.path == MEMORY:
+            base = Path(tempfile.gettempdir()) / "infermatrix-runs"
+        else:
+            p = Path(self.path)
+            base = p.with_name(p.stem + ".runs")
+        d = base / run_id
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create run directory {d}: {exc.strerror or exc}") from None
+        return d
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         """The run's row as a dict (JSON columns parsed), or ``None``."""
@@ -212,7 +260,7 @@ class Store:
                 continue
             v = info[key]
             try:
-                if key in RUN_JSON_COLUMNS:
+                if key in RUN_JSON_COLUMNS or (key == "notes" and v is not None and not isinstance(v, str)):
                     v = rows.to_json(v)
                 elif key in RUN_TIME_COLUMNS:
                     v = rows.to_timestamp(v)
@@ -267,11 +315,11 @@ class Store:
             raise StoreError(f"could not save {what}: {_one_line(exc)}") from None
         key = [run_id, c.context_tokens, c.concurrency]
         where = "WHERE run_id = ? AND context_tokens = ? AND concurrency = ?"
-        statements: list[tuple[str, Any]] = [(f"DELETE FROM {t} {where}", key) for t in _CHILD_TABLES]
-        statements.append((f"INSERT OR REPLACE INTO cells ({_CELL_COLUMNS}, saved_at) VALUES ({_placeholders(_CELL_COLUMNS)}, ?)", cell))
-        statements.append((f"INSERT INTO requests ({_REQUEST_COLUMNS}) VALUES ({_placeholders(_REQUEST_COLUMNS)})", requests))
-        statements.append(("INSERT INTO histograms VALUES (?, ?, ?, ?, ?, ?, ?)", hists))
-        statements.append(("INSERT INTO histogram_percentiles VALUES (?, ?, ?, ?, ?, ?)", pcts))
+        statements: list[tuple[Any, Any]] = [(f"DELETE FROM {t} {where}", key) for t in _CHILD_TABLES]
+        statements.append((f"INSERT OR REPLACE INTO cells ({', '.join(_CELL_COLUMNS)}) VALUES ({_marks(_CELL_COLUMNS)})", cell))
+        statements.append((Bulk, ("requests", _REQUEST_COLUMNS, requests)))
+        statements.append((Bulk, ("histograms", _HISTOGRAM_COLUMNS, hists)))
+        statements.append((Bulk, ("histogram_percentiles", _PERCENTILE_COLUMNS, pcts)))
         self._transaction(what, statements)
 
     def done_cells(self, run_id: str, retry_errors: bool = False) -> set[tuple[int, int]]:
@@ -301,18 +349,16 @@ class Store:
                     return [], []
                 return [d[0] for d in cur.description], cur.fetchall()
             except duckdb.Error as exc:
-                raise StoreError(_one_line(exc)) from exc
+                raise QueryError(_one_line(exc)) from exc
 
 
 def _one_line(exc: BaseException) -> str:
+    # DuckDB appends the query with a caret marker on later lines; the first line says what went wrong.
     text = str(exc).strip()
-    return " ".join(text.split()) if text else type(exc).__name__
+    return text.splitlines()[0].strip() if text else type(exc).__name__
 
 
 def open_store(path: str | os.PathLike[str] | None = None, read_only: bool = False) -> Store:
     """``Store(path or ./infermatrix.duckdb)``."""
     return Store(DEFAULT_DB if path is None else path, read_only=read_only)
 
-
-# Keep the constant importable from here too (tests and the CLI use it).
-MEMORY_DB = MEMORY

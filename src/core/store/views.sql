@@ -90,7 +90,7 @@ SELECT run_a, run_b, context_label, concurrency, metric, value_a, value_b,
 FROM long
 ORDER BY run_a, run_b, context_tokens, concurrency, k;
 
--- Percentiles (ms) of each valid cell's latency histograms (ttft, tbt, e2e), decoded at save time.
+-- Percentiles (ms) of each valid cell's latency histograms (ttft, tbt, e2e, itl), decoded at save time.
 -- Like decode_matrix, only valid cells; latency_at() reads any cell. max is the largest recorded
 -- value (HDR-rounded up, within 0.1 %).
 CREATE OR REPLACE VIEW latency_percentiles AS
@@ -109,7 +109,7 @@ JOIN cells c ON c.run_id = h.run_id AND c.context_tokens = h.context_tokens AND 
 WHERE c.status = 'valid'
 GROUP BY h.run_id, h.context_tokens, h.concurrency, h.metric
 ORDER BY h.run_id, h.context_tokens, h.concurrency,
-         CASE h.metric WHEN 'ttft' THEN 1 WHEN 'tbt' THEN 2 WHEN 'e2e' THEN 3 ELSE 4 END, h.metric;
+         CASE h.metric WHEN 'ttft' THEN 1 WHEN 'tbt' THEN 2 WHEN 'e2e' THEN 3 WHEN 'itl' THEN 4 ELSE 5 END, h.metric;
 
 -- Why a cell has its status, and its request outcomes: what the reports print under the matrix.
 CREATE OR REPLACE VIEW decode_details AS

@@ -49,6 +49,7 @@ class SimProfile(Strict):
     # Serial prefill of the part of the prompt the prefix cache doesn't hold.
     prefill_tps: float = Field(20_000.0, gt=0)
     prefill_base_ms: float = Field(2.0, ge=0)
+    prefill_cached_tps: float = Field(0.0, ge=0, description="rate of walking the cached part of a prompt; 0: free")
     prefix_cache_tokens: int = Field(1_048_576, ge=0, description="LRU bound of the prefix cache; 0 turns it off")
     # Speculative decoding: each step a sequence emits 1 + the leading accepted drafts (each with p = acceptance).
     spec_tokens: int = Field(0, ge=0)
@@ -61,7 +62,8 @@ class SimProfile(Strict):
     metrics: bool = True
     seed: int = 0
     loop: LoopProfile = Field(default_factory=LoopProfile)
-    truth_max_requests: int = Field(50_000, ge=1, description="ground-truth records kept (oldest dropped first)")
+    # Ground truth kept in memory (oldest dropped first); ~16 bytes per emitted chunk per request.
+    truth_max_requests: int = Field(20_000, ge=1)
     truth_max_steps: int = Field(500_000, ge=1)
 
     @model_validator(mode="after")

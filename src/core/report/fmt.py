@@ -1,0 +1,118 @@
+"""Number formatting shared by every report, matching the reference report's style."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+__all__ = [
+    "DASH",
+    "STATUS_LABELS",
+    "fmt_tps",
+    "fmt_ms",
+    "fmt_int",
+    "fmt_float1",
+    "fmt_seconds",
+    "fmt_tokens",
+    "fmt_duration",
+    "fmt_time",
+    "status_label",
+]
+
+DASH = "—"  # what a missing or discarded number shows as
+
+STATUS_LABELS = {
+    "valid": "Valid",
+    "looped": "Looped",
+    "over_capacity": "Over capacity",
+    "error": "Error",
+    "client_bound": "Client bound",
+    "interrupted": "Interrupted",
+}
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def fmt_tps(v: float | None) -> str:
+    """Tokens per second: ``28100 -> "28.1K"``, ``7950.5 -> "7,950.5"``, ``224.2 -> "224.2"``.
+
+    Five digits and up switch to K (and M) so prefill rates stay short; decode rates below 10,000
+    keep their decimal, as in the reference report.
+    """
+    if _missing(v):
+        return DASH
+    v = float(v)
+    if abs(round(v, 1)) < 10_000:
+        return f"{v:,.1f}"
+    if abs(round(v / 1e3, 1)) < 1000:
+        return f"{v / 1e3:.1f}K"
+    return f"{v / 1e6:,.1f}M"
+
+
+def fmt_ms(v: float | None) -> str:
+    """Milliseconds: ``1806 -> "1,806 ms"``, ``4.4 -> "4.4 ms"``, ``0.42 -> "0.42 ms"``."""
+    if _missing(v):
+        return DASH
+    v = float(v)
+    if abs(round(v, 1)) >= 100:
+        return f"{v:,.0f} ms"
+    if abs(v) < 1 and v != 0:
+        return f"{v:.2f} ms"
+    return f"{v:.1f} ms"
+
+
+def fmt_int(v: int | float | None) -> str:
+    """``238487 -> "238,487"``."""
+    if _missing(v):
+        return DASH
+    return f"{int(round(v)):,}"
+
+
+def fmt_float1(v: float | None) -> str:
+    """One decimal: average active requests ``15.9``."""
+    if _missing(v):
+        return DASH
+    return f"{float(v):,.1f}"
+
+
+def fmt_seconds(v: float | None) -> str:
+    """``29.9 -> "29.9 s"``."""
+    if _missing(v):
+        return DASH
+    return f"{float(v):,.1f} s"
+
+
+def fmt_tokens(v: int | None) -> str:
+    """``4096 -> "4,096 tokens"``."""
+    if _missing(v):
+        return DASH
+    return f"{fmt_int(v)} token{'s' if int(v) != 1 else ''}"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """A run's length: ``"42 s"``, ``"12 min 5 s"``, ``"2 h 03 min"``."""
+    if _missing(seconds):
+        return DASH
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {(s % 3600) // 60:02d} min"
+
+
+def fmt_time(t: dt.datetime | None) -> str:
+    """Stored times are naive UTC; say so."""
+    if t is None:
+        return DASH
+    return f"{t:%Y-%m-%d %H:%M} UTC"
+
+
+def status_label(status: str | None) -> str:
+    """``"over_capacity" -> "Over capacity"``."""
+    if not status:
+        return DASH
+    return STATUS_LABELS.get(status, status.replace("_", " ").capitalize())

@@ -1,0 +1,290 @@
+"""What a report says, as plain strings: header fields, matrix cells, table rows, legend.
+
+Text, Markdown and HTML only differ in how they draw these, so the wording lives here once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from infermatrix.core.contexts import format_context
+from infermatrix.core.report.data import (
+    DASH,
+    ReportData,
+    fmt_duration,
+    fmt_float1,
+    fmt_int,
+    fmt_ms,
+    fmt_seconds,
+    fmt_time,
+    fmt_tokens,
+    fmt_tps,
+    status_label,
+)
+
+__all__ = [
+    "TITLE",
+    "LONG_COLUMNS",
+    "title_lines",
+    "header_sections",
+    "matrix_cell",
+    "long_rows",
+    "legend_lines",
+    "cell_notes",
+    "LONG_NOTE",
+]
+
+TITLE = "Speed test matrix"
+
+LONG_COLUMNS = (
+    "Phase", "Context", "Requests at once", "Status", "Total tok/s", "Per request tok/s", "TTFT",
+    "Time between tokens", "Average active requests", "Completed requests", "Output tokens", "Measured for",
+)
+LONG_NOTE = "Latencies are medians. Total tok/s is output across all simultaneous requests."
+
+LEGEND = {
+    "looped": "the model kept repeating the same text, so the benchmark discarded this measurement.",
+    "over_capacity": "not run because this many requests at this context would exceed the server's KV cache.",
+    "error": "requests failed (HTTP errors, broken streams or timeouts), so the benchmark discarded this measurement.",
+    "client_bound": "the benchmark client, not the engine, set the pace, so the benchmark discarded this measurement.",
+    "interrupted": "the run was stopped before this measurement finished.",
+}
+TTFT_WARM = "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
+TTFT_COLD = "TTFT includes prefill: the prompt cache was not warmed before measuring."
+
+_PROMPT_MODES = {
+    "distinct": "distinct (each stream has its own prompt; no prefix shared between streams)",
+    "shared": "shared (all streams send one prompt; prefix cache shared)",
+}
+_TOKEN_SOURCES = {
+    "usage": "server usage counts (continuous usage stats)",
+    "chunks": "one per streamed chunk, reconciled with the tokenizer",
+}
+_ACRONYMS = {"gpu": "GPU", "gpus": "GPUs", "vram": "VRAM", "os": "OS", "cpu": "CPU", "ram": "RAM", "id": "ID"}
+_UNITS = {"gb": "(GB)", "gib": "(GiB)", "mb": "(MB)", "mib": "(MiB)", "w": "(W)", "mhz": "(MHz)"}
+
+
+def _humanize(key: str) -> str:
+    """``gpu_count -> "GPU count"``, ``vram_gb -> "VRAM (GB)"``, ``quantization -> "Quantization"``."""
+    words = [w for w in key.replace("-", "_").split("_") if w]
+    out = [_ACRONYMS.get(w.lower(), w) for w in words]
+    if len(out) > 1 and words[-1].lower() in _UNITS:
+        out[-1] = _UNITS[words[-1].lower()]
+    if out and out[0] == words[0]:
+        out[0] = out[0][:1].upper() + out[0][1:]
+    return " ".join(out)
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_value(x) for x in v)
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {_value(x)}" for k, x in v.items())
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}" if abs(v) >= 10_000 else str(v)
+    return str(v)
+
+
+def _hardware_short(hw: dict[str, Any]) -> str | None:
+    gpu = hw.get("gpu") or hw.get("gpu_name") or hw.get("accelerator")
+    if not gpu:
+        return None
+    count = hw.get("gpu_count") or hw.get("count")
+    return f"{gpu} ×{count}" if count and count != 1 else str(gpu)
+
+
+def _span(labels: list[str], noun: str) -> str:
+    if not labels:
+        return f"no {noun}s"
+    many = f"{len(labels)} {noun}{'s' if len(labels) != 1 else ''}"
+    return f"{many} ({labels[0]}–{labels[-1]})" if len(labels) > 1 else f"{many} ({labels[0]})"
+
+
+def title_lines(d: ReportData) -> list[str]:
+    """The title, 'model on hardware', and the one-line summary of what was measured."""
+    run = d.run
+    hw = _hardware_short(run.get("hardware") or {})
+    model = run.get("model") or "unknown model"
+    second = f"{model} on {hw}" if hw else model
+    parts = [p for p in (run.get("engine"), run.get("engine_version")) if p]
+    if d.decode:
+        parts.append(
+            _span([format_context(c) for c in d.contexts], "context")
+            + " × "
+            + _span([str(n) for n in d.concurrencies], "concurrency level")
+        )
+    if d.prefill:
+        parts.append("prefill at " + ", ".join(p["context_label"] for p in d.prefill))
+    return [TITLE, second, " · ".join(parts)]
+
+
+def _capacity(d: ReportData) -> str:
+    run = d.run
+    bits = []
+    if run.get("kv_tokens"):
+        bits.append(f"{fmt_int(run['kv_tokens'])} KV tokens")
+    if run.get("max_seqs"):
+        bits.append(f"{fmt_int(run['max_seqs'])} sequences at once")
+    if not bits:
+        text = "unknown (treated as unlimited)"
+    else:
+        text = " · ".join(bits)
+    source = run.get("capacity_source")
+    return f"{text} (from {source})" if source and source != "unknown" else text
+
+
+def _whole_seconds(v: float | None) -> str:
+    """``30.0 -> "30 s"`` (a setting, not a measurement), ``2.5 -> "2.5 s"``."""
+    if v is None:
+        return DASH
+    return f"{int(v)} s" if float(v).is_integer() else fmt_seconds(v)
+
+
+def _facts(items: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Header rows for a dict of facts: scalars and short lists only. Nested tables (a sim profile,
+    a capacity breakdown) would swamp the header; they stay in the database and the JSON report."""
+    out = []
+    for k, v in (items or {}).items():
+        if v in (None, "", [], {}) or isinstance(v, dict):
+            continue
+        if isinstance(v, (list, tuple)) and (len(v) > 8 or any(isinstance(x, (dict, list)) for x in v)):
+            continue
+        out.append((_humanize(k), _value(v)))
+    return out
+
+
+def _notes(run: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """Notes may be free text or a JSON object of extra facts; returns (facts, text)."""
+    notes = run.get("notes")
+    if isinstance(notes, str) and notes.startswith("{"):
+        try:
+            parsed = json.loads(notes)
+        except ValueError:
+            return {}, notes
+        if isinstance(parsed, dict):
+            return parsed, None
+    return {}, notes or None
+
+
+def _token_source(d: ReportData) -> str:
+    """The run's setting, else what its cells say (the runner records it per cell)."""
+    src = d.run.get("token_source")
+    if src:
+        return _TOKEN_SOURCES.get(src, src)
+    seen = Counter(x["token_source"] for x in d.details.values() if x.get("token_source"))
+    if not seen:
+        return DASH
+    if len(seen) == 1:
+        (only,) = seen
+        return _TOKEN_SOURCES.get(only, only)
+    return ", ".join(f"{_TOKEN_SOURCES.get(s, s)} ({n} cells)" for s, n in seen.most_common())
+
+
+def _tool(v: str | None) -> str:
+    if not v:
+        return DASH
+    return v if v[:1].isalpha() else f"infermatrix {v}"
+
+
+def header_sections(d: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
+    """``[(section, [(label, value), ...]), ...]``: Hardware, Engine, Run, Launch command."""
+    run = d.run
+    facts, note_text = _notes(run)
+    hardware = _facts(run.get("hardware"))
+    engine = [("Engine", run.get("engine") or DASH), ("Version", run.get("engine_version") or DASH)]
+    extra = run.get("engine_extra") or facts.pop("engine_extra", None) or {}
+    engine += _facts(extra)
+    if run.get("max_model_len"):
+        engine.append(("Max model length", fmt_tokens(run["max_model_len"])))
+
+    started, finished = run.get("started_at"), run.get("finished_at")
+    took = fmt_duration((finished - started).total_seconds()) if started and finished else None
+    duration = d.setting("duration_s", "matrix", "duration_s")
+    max_output = d.setting("max_output", "matrix", "max_output")
+    prompt_mode = d.setting("prompt_mode", "matrix", "prompt_mode")
+    tokenizer = run.get("tokenizer") or facts.pop("tokenizer", None)
+    facts.pop("capacity_detail", None)  # the summary line says enough; the JSON stays in the database
+    runinfo = [
+        ("Run", run["run_id"] + (f" ({run['name']})" if run.get("name") else "")),
+        ("Status", run.get("status") or DASH),
+        ("Date", fmt_time(started) + (f" · took {took}" if took else "")),
+        ("Served model", run.get("model") or DASH),
+        ("Benchmark tool", _tool(run.get("tool_version"))),
+        ("Host", run.get("host") or DASH),
+        ("Decode test", "Fixed duration"),
+        ("Time per measurement", _whole_seconds(duration)),
+        ("Max output", fmt_tokens(max_output) if max_output is not None else DASH),
+        ("API", d.setting("api", "matrix", "api") or DASH),
+        ("Prompt mode", _PROMPT_MODES.get(prompt_mode, prompt_mode or DASH)),
+        ("Token source", _token_source(d)),
+        ("Capacity", _capacity(d)),
+    ]
+    if tokenizer:
+        runinfo.insert(-2, ("Prompt lengths", f"counted by {tokenizer}"))
+    if run.get("error"):
+        runinfo.append(("Error", run["error"]))
+    runinfo += _facts(facts)
+    if note_text:
+        runinfo.append(("Notes", note_text))
+    sections = [("Hardware", hardware), ("Engine", engine), ("Run", runinfo)]
+    if not hardware:
+        sections = sections[1:]
+    return sections
+
+
+def matrix_cell(row: dict[str, Any] | None) -> tuple[str, str | None, str]:
+    """``(first line, second line or None, status)`` of one decode-matrix cell."""
+    if row is None:
+        return DASH, None, "missing"
+    if row["status"] == "valid":
+        return fmt_tps(row["total_tps"]), f"{fmt_ms(row['ttft_ms'])} TTFT", "valid"
+    return status_label(row["status"]), None, row["status"]
+
+
+def long_rows(d: ReportData) -> list[tuple[str, list[str]]]:
+    """``(status, cells)`` per row of the All measurements table: prefill first, then decode."""
+    out: list[tuple[str, list[str]]] = []
+    for p in d.prefill:
+        valid = p["status"] == "valid"
+        out.append((p["status"], [
+            "Prefill", p["context_label"], "1", status_label(p["status"]), fmt_tps(p["prompt_tps"]), DASH,
+            fmt_ms(p["ttft_ms"]), DASH, DASH, "1" if valid else DASH, DASH, DASH,
+        ]))
+    for r in d.decode:
+        out.append((r["status"], [
+            "Sustained decode", r["context_label"], str(r["concurrency"]), status_label(r["status"]),
+            fmt_tps(r["total_tps"]), fmt_tps(r["per_request_tps"]), fmt_ms(r["ttft_ms"]), fmt_ms(r["tbt_ms"]),
+            fmt_float1(r["avg_active"]), fmt_int(r["completed"]), fmt_int(r["output_tokens"]),
+            fmt_seconds(r["measured_s"]),
+        ]))
+    return out
+
+
+def legend_lines(d: ReportData) -> list[str]:
+    """What each non-valid status means (only those present), then how TTFT was measured."""
+    present = set(d.statuses) | {p["status"] for p in d.prefill}
+    lines = [f"{status_label(s)}: {text}" for s, text in LEGEND.items() if s in present]
+    if d.decode:
+        warm = d.run.get("config") or {}
+        warm = (warm.get("matrix") or {}).get("warmup", True) if isinstance(warm, dict) else True
+        lines.append(TTFT_WARM if warm is not False else TTFT_COLD)
+    return lines
+
+
+def cell_notes(d: ReportData) -> list[str]:
+    """Why cells were discarded, one line each (over-capacity cells are explained by the legend)."""
+    notes = []
+    for r in d.decode:
+        if r["status"] in ("valid", "over_capacity"):
+            continue
+        reason = d.reason(r["context_tokens"], r["concurrency"])
+        line = f"{r['context_label']} × {r['concurrency']}: {status_label(r['status'])}"
+        notes.append(f"{line} — {reason}" if reason else line)
+    for p in d.prefill:
+        if p["status"] not in ("valid", "over_capacity"):
+            notes.append(f"Prefill {p['context_label']}: {status_label(p['status'])}")
+    return notes

@@ -1,0 +1,423 @@
+"""The engine model: continuous batching on one asyncio step clock, and the record of what it did.
+
+Life of a sequence: ``waiting`` (FIFO, until its KV fits and a sequence slot is free) ->
+``prefill_queued`` -> ``prefilling`` (serial, one at a time, at ``prefill_tps`` for the part the
+prefix cache doesn't hold) -> ``joining`` (joins the batch at the next step boundary) -> ``running``
+(every step emits 1 + accepted draft tokens) -> ``done``. Prefill runs beside decoding, as chunked
+prefill lets a real engine do; the first token comes out of the first decode step after prefill.
+
+Steps run on an absolute clock (``deadline += duration``) so sleep overshoot doesn't accumulate;
+the truth record keeps the actual times, and how late each step ended (``lag_s``), so a test can see
+whether the server kept up with its own model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from array import array
+from collections import OrderedDict, deque
+from typing import Any
+
+from infermatrix.plugins.sim.profile import SimProfile
+from infermatrix.plugins.sim.textgen import TextStream
+
+__all__ = ["Seq", "Scheduler", "SHUTDOWN"]
+
+SHUTDOWN = None  # pushed to a sequence's channel when the server stops under it
+RESYNC_S = 0.25  # a step clock this far behind restarts from now instead of bursting to catch up
+
+
+class Seq:
+    """One request inside the engine, and its ground-truth record."""
+
+    __slots__ = (
+        "id", "request_id", "api", "prompt_tokens", "blocks", "tail", "max_tokens", "ignore_eos", "seed",
+        "loop_marker", "reasoning", "state", "arrived", "admitted", "prefill_start", "prefill_end", "joined",
+        "first_token", "finished", "finish_reason", "aborted", "cached_tokens", "generated", "limit",
+        "limit_reason", "looped", "loop_after", "rng", "text", "emissions", "out", "waiter", "kv_own",
+    )  # fmt: skip
+
+    def __init__(self, id: str, api: str, prompt_tokens: int, blocks: tuple[int, ...], max_tokens: int, *,
+                 request_id: str | None = None, ignore_eos: bool = False, seed: int | None = None,
+                 loop_marker: bool = False, reasoning: int = 0):  # fmt: skip
+        self.id = id
+        self.request_id = request_id
+        self.api = api
+        self.prompt_tokens = prompt_tokens
+        self.blocks = blocks  # chain hashes of the prompt's full blocks
+        self.tail = 0
+        self.max_tokens = max_tokens
+        self.ignore_eos = ignore_eos
+        self.seed = seed
+        self.loop_marker = loop_marker
+        self.reasoning = reasoning
+        self.state = "new"
+        self.arrived = self.admitted = self.prefill_start = self.prefill_end = self.joined = None
+        self.first_token = self.finished = None
+        self.finish_reason: str | None = None
+        self.aborted = False
+        self.cached_tokens = 0
+        self.generated = 0
+        self.limit = max_tokens
+        self.limit_reason = "length"
+        self.looped = False
+        self.loop_after: int | None = None
+        self.rng: random.Random | None = None
+        self.text: TextStream | None = None
+        self.emissions = array("d")  # flat (t, n) pairs: compact, since a long run keeps many
+        self.out: list[Any] = []  # channel to the HTTP handler: (n_reasoning, r_text, n_content, c_text, finish)
+        self.waiter: asyncio.Future[None] | None = None
+        self.kv_own = 0
+
+    def push(self, item: Any) -> None:
+        self.out.append(item)
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def items(self) -> list[Any]:
+        """Everything emitted since the last call (waits for at least one item)."""
+        while not self.out:
+            self.waiter = asyncio.get_running_loop().create_future()
+            await self.waiter
+        out, self.out = self.out, []
+        return out
+
+    def truth(self) -> dict[str, Any]:
+        em = self.emissions
+        return {
+            "id": self.id, "request_id": self.request_id, "api": self.api, "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens, "max_tokens": self.max_tokens, "arrived": self.arrived,
+            "admitted": self.admitted, "prefill_start": self.prefill_start, "prefill_end": self.prefill_end, "joined": self.joined,
+            "first_token": self.first_token, "emissions": [[em[i], int(em[i + 1])] for i in range(0, len(em), 2)],
+            "output_tokens": self.generated, "finished": self.finished, "finish_reason": self.finish_reason,
+            "aborted": self.aborted, "looped": self.looped, "loop_after": self.loop_after, "state": self.state,
+        }  # fmt: skip
+
+
+class Scheduler:
+    def __init__(self, profile: SimProfile):
+        self.p = profile
+        self.bs = profile.block_size
+        self.cache_blocks = profile.prefix_cache_tokens // profile.block_size
+        self.waiting: deque[Seq] = deque()
+        self.prefill_q: deque[Seq] = deque()
+        self.prefilling: Seq | None = None
+        self.joining: list[Seq] = []
+        self.running: list[Seq] = []
+        self.n_admitted = 0  # sequences holding KV (prefill queue, prefill, joining, running)
+        self.reserved = 0  # KV tokens promised to admitted sequences (prompt + max_tokens, shared blocks once)
+        self.used_own = 0  # KV tokens actually filled beyond shared blocks (prompt tails + generated)
+        self.active_blocks: dict[int, int] = {}  # prompt block hash -> admitted sequences using it
+        self.lru: OrderedDict[int, None] = OrderedDict()  # the prefix cache
+        self.records: deque[Seq] = deque(maxlen=profile.truth_max_requests)
+        self.live: dict[Seq, None] = {}  # not done yet, in arrival order (records may have dropped them)
+        self.steps: deque[tuple[float, float, float, int, int, float]] = deque(maxlen=profile.truth_max_steps)
+        self.counters = dict.fromkeys(
+            ("prompt_tokens", "generation_tokens", "cache_queries", "cache_hits", "requests", "finished_stop",
+             "finished_length", "aborted", "steps", "resyncs"), 0)  # fmt: skip
+        self.max_lag_s = 0.0
+        self._n = 0
+        self._decode_wake = asyncio.Event()
+        self._prefill_wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._decode_loop()), asyncio.create_task(self._prefill_loop())]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for seq in list(self.live):
+            seq.push(SHUTDOWN)
+
+    def end_all(self) -> None:
+        """The server is stopping: abort every sequence and end its response now (no ``[DONE]``)."""
+        for seq in list(self.live):
+            self.abort(seq)
+            seq.push(SHUTDOWN)
+
+    def new_id(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}-{self._n:08d}"
+
+    # --- requests --------------------------------------------------------------------------------
+    def submit(self, seq: Seq, arrived: float | None = None) -> None:
+        seq.arrived = time.monotonic() if arrived is None else arrived
+        seq.state = "waiting"
+        if not self.cache_blocks:  # without prefix caching nothing is shared: every token is the sequence's own
+            seq.blocks = ()
+        seq.tail = seq.prompt_tokens - len(seq.blocks) * self.bs
+        self.counters["requests"] += 1
+        self.records.append(seq)
+        self.live[seq] = None
+        self.waiting.append(seq)
+        self._admit()
+
+    def abort(self, seq: Seq) -> None:
+        """The client went away: stop the sequence now and give its KV back."""
+        state = seq.state
+        if state in ("done", "new"):
+            return
+        if state == "waiting":
+            self.waiting.remove(seq)
+        elif state == "prefill_queued":
+            self.prefill_q.remove(seq)
+        elif state == "joining":
+            self.joining.remove(seq)
+        elif state == "running":
+            self.running.remove(seq)
+        # "prefilling": the prefill task sees the flag when its sleep ends and drops the sequence
+        seq.aborted = True
+        self.counters["aborted"] += 1
+        self._done(seq, time.monotonic(), "abort", release=state != "waiting")
+
+    def _need(self, seq: Seq) -> int:
+        shared = 0
+        for h in seq.blocks:  # chain hashes: the first miss ends the shared prefix
+            if h not in self.active_blocks:
+                break
+            shared += 1
+        return (len(seq.blocks) - shared) * self.bs + seq.tail + seq.max_tokens
+
+    def _admit(self) -> None:
+        p = self.p
+        while self.waiting and self.n_admitted < p.max_num_seqs:
+            seq = self.waiting[0]
+            need = self._need(seq)
+            if self.reserved + need > p.kv_tokens:
+                break  # FIFO: the head waits, and so does everyone behind it (as vLLM's scheduler does)
+            self.waiting.popleft()
+            active = self.active_blocks
+            for h in seq.blocks:
+                active[h] = active.get(h, 0) + 1
+            seq.kv_own = seq.tail + seq.max_tokens
+            self.reserved += need
+            self.used_own += seq.tail
+            self.n_admitted += 1
+            seq.admitted = time.monotonic()
+            self._plan(seq)
+            seq.state = "prefill_queued"
+            self.prefill_q.append(seq)
+            self._prefill_wake.set()
+
+    def _plan(self, seq: Seq) -> None:
+        """Decide, at admission, how the sequence will end and whether it loops (all from its seed)."""
+        p = self.p
+        seed = seq.seed if seq.seed is not None else f"{p.seed}:{seq.id}"
+        rng = seq.rng = random.Random(seed)
+        if not seq.ignore_eos and p.eos_probability > 0:
+            u = rng.random()
+            eos_at = 1 if p.eos_probability >= 1 else max(1, math.ceil(math.log1p(-u) / math.log1p(-p.eos_probability)))
+            if eos_at < seq.max_tokens:
+                seq.limit, seq.limit_reason = eos_at, "stop"
+        lp = p.loop
+        auto = lp.min_context is not None and seq.prompt_tokens >= lp.min_context and self.n_admitted >= lp.min_running
+        if seq.loop_marker or auto:
+            seq.looped = True
+            seq.loop_after = lp.after_tokens
+            seq.text = TextStream(rng, lp.after_tokens, lp.period_tokens)
+        else:
+            seq.text = TextStream(rng)
+
+    def _release(self, seq: Seq) -> None:
+        active = self.active_blocks
+        for h in seq.blocks:
+            c = active[h] - 1
+            if c:
+                active[h] = c
+            else:
+                del active[h]
+                self.reserved -= self.bs
+        self.reserved -= seq.kv_own
+        self.used_own -= seq.tail + seq.generated
+        self.n_admitted -= 1
+
+    def _done(self, seq: Seq, t: float, reason: str, release: bool = True) -> None:
+        if release:
+            self._release(seq)
+        seq.state = "done"
+        self.live.pop(seq, None)
+        seq.finished = t
+        seq.finish_reason = reason
+        seq.blocks = ()  # drop what a long truth record doesn't need
+        seq.rng = seq.text = None
+        self._admit()
+
+    # --- prefill ---------------------------------------------------------------------------------
+    def _cached_prefix(self, seq: Seq) -> int:
+        if not self.cache_blocks:
+            return 0
+        lru = self.lru
+        hit = 0
+        for h in seq.blocks:
+            if h not in lru:
+                break
+            lru.move_to_end(h)
+            hit += 1
+        # The last prompt token is always computed (its logits give the first output token).
+        return min(hit * self.bs, (seq.prompt_tokens - 1) // self.bs * self.bs)
+
+    def _cache_insert(self, seq: Seq) -> None:
+        if not self.cache_blocks:
+            return
+        lru = self.lru
+        for h in seq.blocks:
+            if h in lru:
+                lru.move_to_end(h)
+            else:
+                lru[h] = None
+        while len(lru) > self.cache_blocks:
+            lru.popitem(last=False)
+
+    async def _prefill_loop(self) -> None:
+        p = self.p
+        clock = 0.0  # when the previous prefill ended, on the model's clock
+        while True:
+            while not self.prefill_q:
+                self._prefill_wake.clear()
+                await self._prefill_wake.wait()
+            seq = self.prefill_q.popleft()
+            seq.state = "prefilling"
+            self.prefilling = seq
+            start = max(clock, seq.admitted)
+            cached = self._cached_prefix(seq)
+            seq.cached_tokens = cached
+            seq.prefill_start = start
+            end = start + p.prefill_base_ms / 1000.0 + (seq.prompt_tokens - cached) / p.prefill_tps
+            if p.prefill_cached_tps:
+                end += cached / p.prefill_cached_tps
+            delay = end - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            clock = end
+            self.prefilling = None
+            if seq.aborted:
+                continue
+            seq.prefill_end = end  # the model's clock, as prefill_start: back-to-back prefills abut exactly
+            seq.joined = time.monotonic()  # when the step loop could take it (a little after, if we woke late)
+            self.counters["prompt_tokens"] += seq.prompt_tokens
+            self.counters["cache_queries"] += seq.prompt_tokens
+            self.counters["cache_hits"] += cached
+            self._cache_insert(seq)
+            seq.state = "joining"
+            self.joining.append(seq)
+            self._decode_wake.set()
+
+    # --- decode ----------------------------------------------------------------------------------
+    async def _decode_loop(self) -> None:
+        p = self.p
+        deadline: float | None = None
+        last_end = 0.0
+        while True:
+            if self.joining:
+                for seq in self.joining:
+                    seq.state = "running"
+                self.running.extend(self.joining)
+                self.joining.clear()
+            if not self.running:
+                self._decode_wake.clear()
+                await self._decode_wake.wait()
+                deadline = None  # idle: the next step starts when work arrives
+                continue
+            now = time.monotonic()
+            if deadline is None or now - deadline > RESYNC_S:
+                if deadline is not None:
+                    self.counters["resyncs"] += 1
+                deadline = last_end = now
+            batch = len(self.running)
+            context = sum(s.prompt_tokens + s.generated for s in self.running)
+            planned = p.step_ms(batch, context) / 1000.0
+            # Back-to-back steps tile the timeline: this one began when the last one ended (its emission
+            # work included), so durations sum to the wall time the batch really took.
+            t_start = last_end
+            deadline += planned
+            delay = deadline - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            t_end = last_end = time.monotonic()
+            tokens = self._emit(t_end)
+            lag = t_end - deadline
+            if lag > self.max_lag_s:
+                self.max_lag_s = lag
+            self.counters["steps"] += 1
+            self.steps.append((t_start, t_end - t_start, planned, batch, tokens, lag))
+
+    def _emit(self, t: float) -> int:
+        """End of a step: every running sequence gets 1 + its accepted drafts (its first step: 1)."""
+        k, acc = self.p.spec_tokens, self.p.acceptance
+        keep: list[Seq] = []
+        total = 0
+        finished: list[Seq] = []
+        for s in self.running:  # aborted sequences were removed from this list already
+            rng = s.rng
+            n = 1
+            if s.generated and k:
+                for _ in range(k):
+                    if rng.random() >= acc:
+                        break
+                    n += 1
+            n = min(n, s.limit - s.generated)
+            before = s.generated
+            s.generated = before + n
+            total += n
+            r = min(max(s.reasoning - before, 0), n)
+            text = s.text
+            finish = s.limit_reason if s.generated >= s.limit else None
+            s.push((r, text.take(r) if r else "", n - r, text.take(n - r) if n > r else "", finish))
+            if not before:
+                s.first_token = t
+            s.emissions.append(t)
+            s.emissions.append(n)
+            if finish is None:
+                keep.append(s)
+            else:
+                finished.append(s)
+        self.running = keep
+        self.used_own += total
+        self.counters["generation_tokens"] += total
+        for s in finished:
+            self.counters["finished_" + s.limit_reason] += 1
+            self._done(s, t, s.limit_reason)
+        return total
+
+    # --- observation -----------------------------------------------------------------------------
+    def kv_usage(self) -> float:
+        used = len(self.active_blocks) * self.bs + self.used_own
+        return min(1.0, used / self.p.kv_tokens)
+
+    def truth(self, since: float | None = None) -> dict[str, Any]:
+        """Requests active at or after ``since`` (all when None), steps that started at or after it."""
+        reqs = [s.truth() for s in self.records if since is None or s.finished is None or s.finished >= since]
+        steps = [
+            {"t_start": a, "duration_s": d, "planned_s": pl, "batch_size": b, "tokens": n, "lag_s": lag}
+            for a, d, pl, b, n, lag in self.steps
+            if since is None or a >= since
+        ]
+        return {
+            "now": time.monotonic(),
+            "requests": reqs,
+            "steps": steps,
+            "counters": {**self.counters, "max_lag_s": self.max_lag_s},
+            "state": {
+                "waiting": len(self.waiting), "running": self.n_admitted, "decoding": len(self.running),
+                "reserved_kv_tokens": self.reserved, "kv_usage": self.kv_usage(), "prefix_cache_blocks": len(self.lru),
+            },  # fmt: skip
+            "profile": self.p.model_dump(mode="json"),
+        }
+
+    def reset(self, cache: bool = False) -> None:
+        """Forget the records (and the prefix cache when asked); sequences in flight keep running.
+
+        Counters stay: /metrics exposes them as Prometheus counters, which never go down."""
+        self.records.clear()
+        self.records.extend(self.live)
+        self.steps.clear()
+        self.max_lag_s = 0.0
+        if cache:
+            self.lru.clear()
