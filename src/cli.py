@@ -108,8 +108,6 @@ def run(config_file, db, overrides, resume_id, engine_kind, base_url, model, con
         cfg.engine.api_key()  # a missing key is a user mistake: say so before anything starts
     except ConfigError as exc:
         _fail(str(exc))
-    from infermatrix.core.store import StoreError
-
     if store is None:
         store = _open_store(store_path or cfg.store.db or DEFAULT_DB)
     _execute(pm, cfg, store, run_id)
@@ -181,17 +179,50 @@ def report_cmd(run_id, db, fmt, output) -> None:
 
 
 @cli.command()
+@click.argument("run_ids", nargs=-1, required=True)
+@click.option("--db", default=DEFAULT_DB, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html"]), default="text", show_default=True)
+@click.option("-o", "--output", default=None, help="write to this file instead of the terminal")
+def compare(run_ids, db, fmt, output) -> None:
+    """Compare runs side by side over their common cells (ratio = later run / first run)."""
+    from infermatrix.core import report
+    from infermatrix.core.store import StoreError
+
+    if len(run_ids) < 2:
+        _fail("compare needs at least two run ids")
+    store = _open_store(db, read_only=True)
+    try:
+        ids = [store.resolve_run(r) for r in run_ids]
+        if fmt == "markdown":
+            text = report.render_compare_markdown(store, ids)
+        else:
+            console = Console(record=fmt == "html", file=open(output, "w") if output and fmt == "text" else None, width=200 if output else None)
+            report.render_compare_text(store, ids, console)
+            if fmt != "html":
+                return
+            text = console.export_html(inline_styles=True)
+        if output:
+            Path(output).write_text(text)
+        else:
+            click.echo(text)
+    except StoreError as exc:
+        _fail(str(exc))
+    finally:
+        store.close()
+
+
+@cli.command()
 @click.argument("query")
 @click.option("--db", default=DEFAULT_DB, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 def sql(query, db, fmt) -> None:
     """Run a SQL query against the results database (views: prefill_list, decode_matrix, engine_comparison …)."""
-    import duckdb
+    from infermatrix.core.store import StoreError
 
     store = _open_store(db, read_only=True)
     try:
         columns, rows = store.query(query)
-    except duckdb.Error as exc:
+    except StoreError as exc:
         _fail(f"SQL: {str(exc).splitlines()[0]}")
     finally:
         store.close()

@@ -1,0 +1,88 @@
+"""The spine's acceptance run: ``infermatrix run --engine openai --base-url …`` against a real sim
+server over loopback, every number checked against what the server really did."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+from conftest import SimServer, run_cli
+from profiles import write_profile
+from truthlib import cell_truth, rel_err
+
+CONTEXTS = {1024: "1K", 2048: "2K"}
+
+
+@pytest.fixture(scope="module")
+def attach_run(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("attach")
+    profile = write_profile(
+        tmp_path / "profile.toml",
+        max_model_len=12288, kv_tokens=16000, spec_tokens=2, acceptance=0.6, step_base_ms=4.0, step_per_seq_ms=0.3,
+        loop={"min_context": 2048, "min_running": 4, "after_tokens": 32, "period_tokens": 12},
+    )
+    server = SimServer(str(profile), tmp_path / "sim.log")
+    try:
+        db = tmp_path / "r.duckdb"
+        proc = run_cli(
+            "run", "--engine", "openai", "--base-url", server.base_url, "--model", "sim-tiny",
+            "--contexts", "1K,2K", "--prefill-contexts", "1K,2K,8K", "--concurrency", "1,4,8",
+            "--duration", "2", "--max-output", "256", "--db", str(db),
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        yield server, db, proc
+    finally:
+        server.stop()
+
+
+def test_attach_run_matches_server_truth(attach_run):
+    server, db, proc = attach_run
+    truth = server.truth()
+    con = duckdb.connect(str(db), read_only=True)
+    cells = con.execute(
+        "SELECT d.context_tokens, d.concurrency, d.status, d.total_tps, d.per_request_tps, d.tbt_ms, d.avg_active, "
+        "c.window_start, c.window_end, c.token_source FROM decode_matrix d JOIN cells c USING (run_id, context_tokens, concurrency)"
+    ).fetchall()
+    status = {(c, n): s for c, n, s, *_ in cells}
+    # KV 16,000 tokens: 8 x (2048 + 256) = 18,432 does not fit; 8 x (1024 + 256) = 10,240 does.
+    assert status[(2048, 8)] == "over_capacity"
+    # The profile loops at >= 2K prompts with >= 4 running.
+    assert status[(2048, 4)] == "looped"
+    assert status[(1024, 1)] == status[(1024, 4)] == status[(1024, 8)] == status[(2048, 1)] == "valid"
+    for ctx, n, st, total, per_req, tbt, active, ws, we, source in cells:
+        if st != "valid":
+            continue
+        t = cell_truth(truth, ws, we)
+        assert source == "usage"
+        assert rel_err(total, t.total_tps) < 0.02, (ctx, n, total, t.total_tps)
+        assert rel_err(per_req, t.per_request_tps) < 0.02, (ctx, n, per_req, t.per_request_tps)
+        assert rel_err(tbt, t.tbt_ms) < 0.02, (ctx, n, tbt, t.tbt_ms)
+        assert abs(active - n) / n < 0.05
+    # The over-capacity cell was never sent: no request of the server had 8 concurrent 2K prompts.
+    two_k = [r for r in truth["requests"] if abs(r["prompt_tokens"] - 2048) <= 16 and r["max_tokens"] == 256]
+    assert len({r["request_id"] for r in two_k}) > 0
+
+
+def test_prompt_lengths_within_tolerance(attach_run):
+    server, db, _ = attach_run
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("SELECT context_tokens, prompt_tokens FROM prefill_list").fetchall()
+    assert {c for c, _ in rows} == {1024, 2048, 8192}
+    for ctx, got in rows:
+        assert abs(got - ctx) <= max(16, 0.005 * ctx), (ctx, got)
+    per_request = con.execute("SELECT context_tokens, prompt_tokens FROM requests WHERE prompt_tokens IS NOT NULL").fetchall()
+    assert per_request
+    for ctx, got in per_request:
+        assert abs(got - ctx) <= max(16, 0.005 * ctx)
+
+
+def test_looped_cell_keeps_evidence(attach_run):
+    _, db, _ = attach_run
+    con = duckdb.connect(str(db), read_only=True)
+    evidence = con.execute(
+        "SELECT loop_evidence FROM requests WHERE looped AND context_tokens = 2048 AND concurrency = 4"
+    ).fetchall()
+    assert evidence and all(e[0] for e in evidence)
+    # Random text is never flagged: no valid cell holds a looped request.
+    assert con.execute(
+        "SELECT count(*) FROM requests r JOIN cells c USING (run_id, context_tokens, concurrency) WHERE r.looped AND c.status = 'valid'"
+    ).fetchone()[0] == 0

@@ -1,0 +1,50 @@
+"""What the sim really did inside a cell's window, computed from its /debug/truth records.
+
+The sim stamps emissions with time.monotonic(), the same system-wide clock the client uses, so the
+client's stored window [window_start, window_end] selects the same tokens on both sides (up to the
+loopback delivery delay, well under a millisecond).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+
+@dataclass
+class CellTruth:
+    total_tps: float
+    per_request_tps: float | None
+    tbt_ms: float | None
+    output_tokens: int
+    requests: int
+
+
+def cell_truth(truth: dict, start: float, end: float) -> CellTruth:
+    """The server-side numbers, by the same definitions as docs/metrics.md, over [start, end]."""
+    total = 0
+    rates = []
+    n_req = 0
+    for req in truth["requests"]:
+        inside = [(t, n) for t, n in req["emissions"] if start <= t <= end]
+        if not inside:
+            continue
+        n_req += 1
+        total += sum(n for _, n in inside)
+        if len(inside) >= 2:
+            span = inside[-1][0] - inside[0][0]
+            toks = sum(n for _, n in inside[1:])
+            if span > 0 and toks > 0:
+                rates.append(toks / span)
+    med = statistics.median(rates) if rates else None
+    return CellTruth(
+        total_tps=total / (end - start),
+        per_request_tps=med,
+        tbt_ms=None if not med else 1000.0 / med,
+        output_tokens=total,
+        requests=n_req,
+    )
+
+
+def rel_err(measured: float, truth: float) -> float:
+    return abs(measured - truth) / truth
