@@ -6,7 +6,6 @@ import platform
 import signal
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
