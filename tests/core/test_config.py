@@ -12,7 +12,7 @@ def pm():
 def test_demo_config_validates(pm):
     cfg = validate_config(pm, load_config("configs/demo-sim.toml"))
     assert cfg.engine.kind == "sim"
-    assert cfg.matrix.contexts == [1024, 4096]
+    assert cfg.matrix.contexts == [1024, 4096, 8192]
 
 
 def test_overrides_apply_typed_values(pm):
