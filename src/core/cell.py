@@ -15,12 +15,17 @@ from infermatrix.core import histograms
 from infermatrix.core.client import endpoint_path, request_body, stream_request
 from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.metrics import median_or_none, window_stats
+from infermatrix.core.reconcile import RECONCILE_LIMIT, disagreement, recount_chunks, tokenizer_total
+from infermatrix.core.selfcheck import ClientMonitor
+from infermatrix.core.steady import EngineGauges
 from infermatrix.core.types import CellResult, Prompt, RequestRecord
 
 __all__ = ["CellRunner", "MAX_CONSECUTIVE_FAILURES"]
 
 # A stream that fails this many times in a row stops; the cell is then an error, not a hang.
 MAX_CONSECUTIVE_FAILURES = 3
+# After every stream has its first token, how long to wait for the engine to report N running, 0 waiting.
+STEADY_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -36,6 +41,12 @@ class CellRunner:
     pm: pluggy.PluginManager
     on_tokens: Callable[[int], None] | None = None
     on_phase: Callable[[str, float | None], None] | None = None
+    tokenizer: Any = None  # counts generated text (``count_output``) for recounts and reconciliation
+    check_client: bool = True
+    id_prefix: str = "imx"  # X-Request-Id = {id_prefix}-{context}-{n}-s{stream}-r{seq}: joins our records to the server's
+
+    def __post_init__(self) -> None:
+        self.gauges = EngineGauges(self.client, self.base_url, self.headers)
 
     @property
     def url(self) -> str:
@@ -48,10 +59,17 @@ class CellRunner:
         if self.on_phase is not None:
             self.on_phase(name, deadline)
 
-    async def one_shot(self, prompt: Prompt, max_tokens: int = 1, stream_index: int = 0) -> RequestRecord:
+    def request_id(self, kind: str, context: int, n: int, stream: int, seq: int) -> str:
+        return f"{self.id_prefix}-{kind}-{context}-{n}-s{stream}-r{seq}"
+
+    def _headers(self, request_id: str) -> dict[str, str]:
+        return {**self.headers, "X-Request-Id": request_id}
+
+    async def one_shot(self, prompt: Prompt, max_tokens: int = 1, stream_index: int = 0, kind: str = "prefill") -> RequestRecord:
         """A single streamed request (prefill probes, warm-up)."""
         record = RequestRecord(stream_index=stream_index, seq=0, sent=time.monotonic())
-        return await stream_request(self.client, self.url, self._body(prompt, max_tokens), record, headers=self.headers)
+        rid = self.request_id(kind, prompt.tokens, 1, stream_index, time.monotonic_ns())
+        return await stream_request(self.client, self.url, self._body(prompt, max_tokens), record, headers=self._headers(rid))
 
     async def warm(self, prompts: list[Prompt]) -> list[RequestRecord]:
         """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it."""
@@ -59,7 +77,7 @@ class CellRunner:
         done: list[RequestRecord] = []
 
         async def one(i: int, p: Prompt) -> None:
-            done.append(await self.one_shot(p, 1, i))
+            done.append(await self.one_shot(p, 1, i, kind="warm"))
 
         async with anyio.create_task_group() as tg:
             for i, p in enumerate(prompts):
@@ -87,7 +105,7 @@ class CellRunner:
                 by_stream[i].append(rec)
                 await stream_request(
                     self.client, self.url, self._body(prompts[i], self.matrix.max_output), rec,
-                    headers=self.headers, on_tokens=self.on_tokens,
+                    headers=self._headers(self.request_id("decode", context_tokens, n, i, seq)), on_tokens=self.on_tokens,
                 )
                 seq += 1
                 if rec.outcome == "ok":
@@ -103,6 +121,19 @@ class CellRunner:
             return any(r.first_token is not None for r in by_stream[i])
 
         ramp_ok = True
+        before = await self.gauges.read()
+        monitor = ClientMonitor()
+        engine_running: list[float] = []
+        steady = None
+
+        async def watch_engine() -> None:
+            while True:  # the engine's running count through the window, for achieved concurrency
+                g = await self.gauges.read()
+                if g is None or g.running is None:
+                    return
+                engine_running.append(g.running)
+                await anyio.sleep(0.25)
+
         async with anyio.create_task_group() as tg:
             for i in range(n):
                 tg.start_soon(worker, i)
@@ -113,14 +144,74 @@ class CellRunner:
                         break
                     await anyio.sleep(0.005)
             ramp_ok = not ramp.cancelled_caught and not dead
+            if ramp_ok:
+                # Steady state: the engine itself runs all N and queues none (when it reports it).
+                steady = await self.gauges.wait_steady(n, STEADY_TIMEOUT_S)
             window_start = time.monotonic()
             self._phase("measure", window_start + self.matrix.duration_s)
             if ramp_ok:
-                await anyio.sleep(self.matrix.duration_s)
+                async with anyio.create_task_group() as watchers:
+                    if self.check_client:
+                        watchers.start_soon(monitor.sample)
+                    watchers.start_soon(watch_engine)
+                    await anyio.sleep(self.matrix.duration_s)
+                    watchers.cancel_scope.cancel()
             window_end = time.monotonic()
             tg.cancel_scope.cancel()  # close every open stream: the server aborts them
 
-        return self._result(context_tokens, n, started_at, records, window_start, window_end, ramp_ok, dead)
+        result = self._result(context_tokens, n, started_at, records, window_start, window_end, ramp_ok, dead)
+        await self._reconcile(result, records, window_start, window_end, before)
+        result.flags["steady_state"] = None if steady is None else {
+            "reached": steady.reached, "engine_max_running": steady.achieved, "waited_s": round(steady.waited_s, 3),
+            "engine_metrics": steady.metrics,
+        }  # fmt: skip
+        if engine_running:
+            result.flags["engine_running_mean"] = sum(engine_running) / len(engine_running)
+            result.flags["achieved_concurrency"] = max(engine_running)
+        if steady is not None and not steady.reached:
+            result.flags["admission_limited"] = True
+            result.flags["achieved_concurrency"] = steady.achieved
+        if self.check_client and ramp_ok:
+            load = monitor.result()
+            result.flags["client"] = load.as_dict()
+            if load.bound and result.status == "valid":
+                result.status, result.reason = "client_bound", "; ".join(load.why)
+        return result
+
+    async def _reconcile(
+        self, result: CellResult, records: list[RequestRecord], ws: float, we: float, before: Any
+    ) -> None:
+        """Tokenizer fallback for chunk-counted streams, then usage vs tokenizer vs engine counter."""
+        count = getattr(self.tokenizer, "count_output", None)
+        usage = sum(r.output_tokens for r in records if r.token_source == "usage") if records else 0
+        all_usage = all(r.token_source == "usage" for r in records if r.events)
+        recounted = 0
+        if count is not None and records:
+            recounted = await recount_chunks(records, count, ws, we)
+        if recounted:  # numbers change with the counts: recompute them from the corrected events
+            fixed = self._result(result.context_tokens, result.concurrency, result.started_at, records, ws, we,
+                                 result.flags.get("ramp_ok", True), set())  # fmt: skip
+            for name in ("total_tps", "per_request_tps", "tbt_ms", "output_tokens", "histograms", "token_source"):
+                setattr(result, name, getattr(fixed, name))
+        after = await self.gauges.read()
+        sources: dict[str, float | None] = {
+            "usage": usage if all_usage and records else None,
+            "tokenizer": await tokenizer_total(records, count) if count is not None and records else None,
+            "engine": None,
+        }
+        in_flight = 0
+        if before is not None and after is not None and before.generation_tokens is not None and after.generation_tokens is not None:
+            sources["engine"] = after.generation_tokens - before.generation_tokens
+            # The engine also counted what it generated for the streams closed at the window's end but never
+            # delivered: at most one chunk per stream. Allow that much before calling the sources apart.
+            in_flight = result.concurrency * max((n for r in records for _, n in r.events), default=1)
+        client = sources["usage"] if sources["usage"] is not None else sources["tokenizer"]
+        compared = dict(sources)
+        if compared["engine"] is not None and client is not None and client <= compared["engine"] <= client + in_flight:
+            compared["engine"] = client
+        gap = disagreement(compared)
+        result.flags["tokens"] = {**sources, "engine_in_flight_allowance": in_flight, "disagreement": gap,
+                                  "agree": gap is None or gap <= RECONCILE_LIMIT, "recounted_requests": recounted}  # fmt: skip
 
     def _failed(self, ctx: int, n: int, started_at: float, failed: list[RequestRecord], why: str) -> CellResult:
         kinds = Counter(r.outcome for r in failed)
@@ -147,6 +238,7 @@ class CellRunner:
         stats = window_stats(records, ws, we)
         sources = {r.token_source for r in records if r.events}
         flags: dict[str, Any] = {
+            "ramp_ok": ramp_ok,
             "requests": len(records),
             "failed_requests": len(failed),
             "looped_requests": looped,
@@ -177,7 +269,7 @@ class CellRunner:
             tbt_ms=stats.tbt_ms, avg_active=stats.avg_active, completed=stats.completed,
             output_tokens=stats.output_tokens, measured_s=stats.measured_s,
             window_start=ws, window_end=we,
-            token_source="chunks" if "chunks" in sources else "usage",
+            token_source="chunks" if "chunks" in sources else ("tokenizer" if "tokenizer" in sources else "usage"),
             prompt_tokens=median_or_none([r.prompt_tokens for r in records if r.prompt_tokens is not None]),
             started_at=started_at, finished_at=time.time(), histograms=hist, flags=flags, requests=records,
         )

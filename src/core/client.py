@@ -79,6 +79,7 @@ async def stream_request(
     prev_cum = 0
     saw_done = False
     parts: list[str] = []
+    chars = 0
     try:
         async with client.stream("POST", url, json=body, headers=headers) as resp:
             if resp.status_code >= 400:
@@ -123,12 +124,14 @@ async def stream_request(
                 if n > 0 or text:
                     if record.first_token is None and text:
                         record.first_token = now
-                    if n > 0:
-                        record.events.append((now, n))
-                        if on_tokens is not None:
-                            on_tokens(n)
                     if keep_text:
                         parts.append(text)
+                        chars += len(text)
+                    if n > 0:
+                        record.events.append((now, n))
+                        record.offsets.append(chars)
+                        if on_tokens is not None:
+                            on_tokens(n)
                 for c in choices:
                     if c.get("finish_reason"):
                         record.finish_reason = c["finish_reason"]

@@ -147,7 +147,7 @@ async def _run_matrix(
     done = store.done_cells(run_id) if resumed else set()
     done_prefill = store.done_prefill(run_id) if resumed else set()
     cells = [(c, n) for c in m.contexts for n in m.concurrency]
-    runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops, pm=pm)
+    runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops, pm=pm, tokenizer=tokenizer, id_prefix=run_id)
     prompts: dict[tuple[int, int], Prompt] = {}
     sources: set[str] = set()  # token sources of the valid cells, for the run's header
 

@@ -23,8 +23,17 @@ class ServerTokenizer:
         return {"model": self.model, "prompt": text}
 
     async def count(self, text: str) -> int:
+        return await self._post(self._body(text))
+
+    async def count_output(self, text: str) -> int:
+        """Tokens of generated text: no chat template, no special tokens."""
+        if not text:
+            return 0
+        return await self._post({"model": self.model, "prompt": text, "add_special_tokens": False})
+
+    async def _post(self, body: dict) -> int:
         self.calls += 1
-        r = await self.client.post(f"{self.base_url}/tokenize", json=self._body(text), headers=self.headers, timeout=60)
+        r = await self.client.post(f"{self.base_url}/tokenize", json=body, headers=self.headers, timeout=60)
         r.raise_for_status()
         data = r.json()
         if "count" in data:
@@ -40,6 +49,7 @@ class UsageTokenizer:
 
     exact = True
     source = "server usage.prompt_tokens"
+    count_output = None  # no way to count generated text without /tokenize
 
     def __init__(self, client: httpx.AsyncClient, base_url: str, model: str, api: str, headers: dict[str, str]):
         self.client, self.base_url, self.model, self.api, self.headers = client, base_url, model, api, headers

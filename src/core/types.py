@@ -93,6 +93,7 @@ class RequestRecord:
     prompt_tokens: int | None = None
     first_token: float | None = None
     events: list[tuple[float, int]] = field(default_factory=list)  # (arrival, tokens) per chunk with output
+    offsets: list[int] = field(default_factory=list)  # len(text) after each event: lets tokens be recounted
     ended: float | None = None
     finish_reason: str | None = None
     outcome: str = "ok"

@@ -108,7 +108,8 @@ def title_lines(d: ReportData) -> list[str]:
     """The title, 'model on hardware', and the one-line summary of what was measured."""
     run = d.run
     hw = _hardware_short(run.get("hardware") or {})
-    model = run.get("model") or "unknown model"
+    # An imported page names the model in its title; its served name is the `model` column.
+    model = (run.get("engine_extra") or {}).get("model_name") or run.get("model") or "unknown model"
     second = f"{model} on {hw}" if hw else model
     parts = [p for p in (run.get("engine"), run.get("engine_version")) if p]
     if d.decode:
@@ -129,6 +130,8 @@ def _capacity(d: ReportData) -> str:
         bits.append(f"{fmt_int(run['kv_tokens'])} KV tokens")
     if run.get("max_seqs"):
         bits.append(f"{fmt_int(run['max_seqs'])} sequences at once")
+    if not bits and run.get("status") == "imported":
+        return "not published"
     if not bits:
         text = "unknown (treated as unlimited)"
     else:
@@ -225,6 +228,9 @@ def header_sections(d: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
     ]
     if tokenizer:
         runinfo.insert(-2, ("Prompt lengths", f"counted by {tokenizer}"))
+    if run.get("source") or run.get("imported_at"):
+        imported = f"imported {fmt_time(run['imported_at'])}" if run.get("imported_at") else ""
+        runinfo.insert(2, ("Source", " · ".join(x for x in (run.get("source"), imported) if x)))
     if run.get("error"):
         runinfo.append(("Error", run["error"]))
     runinfo += _facts(facts)

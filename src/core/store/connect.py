@@ -15,7 +15,8 @@ from infermatrix.core.store.errors import StoreError
 __all__ = ["SCHEMA_VERSION", "MEMORY", "connect", "apply_schema", "check_schema"]
 
 # Bump when schema.sql or views.sql change (views are part of the contract, so of the version).
-SCHEMA_VERSION = 1
+# v2: runs.source and runs.imported_at (imported published results, Parquet merges).
+SCHEMA_VERSION = 2
 MEMORY = ":memory:"
 
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")
@@ -99,7 +100,8 @@ def apply_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
     try:
         con.execute("BEGIN TRANSACTION")
         con.execute(_sql("schema.sql"))
-        # Future migrations from `version` to SCHEMA_VERSION go here, before the views.
+        # Migrations are the idempotent ALTERs at the end of schema.sql (v1 -> v2 adds two runs
+        # columns); a migration that can't be written that way goes here, before the views.
         con.execute(_sql("views.sql"))
         if version != SCHEMA_VERSION:
             con.execute(

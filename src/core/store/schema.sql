@@ -35,12 +35,18 @@ CREATE TABLE IF NOT EXISTS runs (
     finished_at     TIMESTAMP,
     status          VARCHAR NOT NULL DEFAULT 'running',  -- running|completed|interrupted|failed|imported
     error           VARCHAR,       -- why a failed run failed (redacted)
-    notes           VARCHAR        -- free text; a dict given here is stored as JSON text
+    notes           VARCHAR,       -- free text; a dict given here is stored as JSON text
+    source          VARCHAR,       -- v2: where the numbers come from when infermatrix did not measure them
+                                   --     (an imported published page); NULL for runs measured by infermatrix
+    imported_at     TIMESTAMP      -- v2: when `infermatrix import` brought the run into this database
 );
 -- Columns added while schema v1 was in development: keep databases written before them working.
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS capacity_detail JSON;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS tokenizer VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS error VARCHAR;
+-- Schema v1 -> v2 (imported runs, Parquet merge): two columns at the end of runs.
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS source VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS imported_at TIMESTAMP;
 
 CREATE TABLE IF NOT EXISTS prefill (
     run_id         VARCHAR NOT NULL,

@@ -26,7 +26,7 @@ from infermatrix.core.store.runs import (
 )
 from infermatrix.core.types import CELL_STATUSES, CellResult, PrefillResult
 
-__all__ = ["Store", "open_store", "DEFAULT_DB", "PREFILL_STATUSES", "FINAL_CELL_STATUSES"]
+__all__ = ["Store", "open_store", "DEFAULT_DB", "PREFILL_STATUSES", "FINAL_CELL_STATUSES", "RUN_TABLES"]
 
 DEFAULT_DB = "infermatrix.duckdb"
 PREFILL_STATUSES = ("valid", "error", "over_capacity", "interrupted")
@@ -46,6 +46,8 @@ _REQUEST_COLUMNS = (
 _HISTOGRAM_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "unit", "count", "encoded")
 _PERCENTILE_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "percentile", "value_ms")
 _CHILD_TABLES = ("requests", "histograms", "histogram_percentiles")
+# Every table that holds a run's rows (keyed by run_id), runs last.
+RUN_TABLES = ("prefill", "cells", *_CHILD_TABLES, "runs")
 
 
 class Bulk:
@@ -192,6 +194,11 @@ class Store:
         if error is not None:
             fields["error"] = error
         self.update_run(run_id, **fields)
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run and all its rows (prefill, cells, requests, histograms), in one transaction."""
+        self._require_run(run_id)
+        self._transaction(f"deletion of run {run_id}", [(f"DELETE FROM {t} WHERE run_id = ?", [run_id]) for t in RUN_TABLES])
 
     def run_dir(self, run_id: str) -> Path:
         """A directory for the run's files (engine log ...), next to the database:

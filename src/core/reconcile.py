@@ -1,0 +1,99 @@
+"""Token counts from three sources, and the tokenizer fallback for servers without per-chunk usage.
+
+1. usage deltas (``continuous_usage_stats``), as streamed;
+2. the model's tokenizer (the server's ``/tokenize``) applied to the text received;
+3. the engine's own counter (``vllm:generation_tokens_total``) before and after the cell.
+
+When a server sends no per-chunk usage, each chunk was provisionally counted as one token (wrong under
+speculative decoding). ``recount_chunks`` replaces those counts with the tokenizer's, exactly at the
+window's edges, so the window's totals and per-request rates are right.
+"""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+import anyio
+
+from infermatrix.core.types import RequestRecord
+
+__all__ = ["recount_chunks", "tokenizer_total", "disagreement", "RECONCILE_LIMIT"]
+
+RECONCILE_LIMIT = 0.01  # sources further apart than 1 % flag the cell
+CountText = Callable[[str], Awaitable[int]]
+
+
+def _spread(total: int, weights: list[int]) -> list[int]:
+    """Split ``total`` into integers proportional to ``weights`` (largest remainder); sums exactly."""
+    if not weights:
+        return []
+    w = [max(1, x) for x in weights]
+    s = sum(w)
+    raw = [total * x / s for x in w]
+    out = [int(r) for r in raw]
+    for i in sorted(range(len(w)), key=lambda i: raw[i] - out[i], reverse=True)[: total - sum(out)]:
+        out[i] += 1
+    return out
+
+
+async def _recount_one(r: RequestRecord, count: CountText, start: float, end: float) -> None:
+    inside = [i for i, (t, _) in enumerate(r.events) if start <= t <= end]
+    offs = r.offsets
+    total = r.final_usage_tokens if r.final_usage_tokens is not None else await count(r.text)
+    if not inside:
+        counts = _spread(total, [b - a for a, b in zip([0, *offs[:-1]], offs)])
+    else:
+        i0, i1 = inside[0], inside[-1]
+        before = await count(r.text[: offs[i0 - 1]]) if i0 > 0 else 0
+        through_first = await count(r.text[: offs[i0]])
+        through_last = await count(r.text[: offs[i1]]) if i1 > i0 else through_first
+        lens = [b - a for a, b in zip([0, *offs[:-1]], offs)]
+        counts = (
+            _spread(before, lens[:i0])
+            + [through_first - before]
+            + _spread(through_last - through_first, lens[i0 + 1 : i1 + 1])
+            + _spread(max(0, total - through_last), lens[i1 + 1 :])
+        )
+    r.events = [(t, n) for (t, _), n in zip(r.events, counts)]
+    r.token_source = "tokenizer"
+
+
+async def recount_chunks(records: list[RequestRecord], count: CountText, start: float, end: float, limit: int = 8) -> int:
+    """Recount every ``chunks``-counted record with the tokenizer; returns how many were recounted."""
+    todo = [r for r in records if r.token_source == "chunks" and r.events and len(r.offsets) == len(r.events)]
+    sem = anyio.Semaphore(limit)
+
+    async def one(r: RequestRecord) -> None:
+        async with sem:
+            await _recount_one(r, count, start, end)
+
+    async with anyio.create_task_group() as tg:
+        for r in todo:
+            tg.start_soon(one, r)
+    return len(todo)
+
+
+async def tokenizer_total(records: list[RequestRecord], count: CountText, limit: int = 8) -> int:
+    """The tokenizer's count of all text the cell's requests received."""
+    total = 0
+    sem = anyio.Semaphore(limit)
+
+    async def one(r: RequestRecord) -> None:
+        nonlocal total
+        async with sem:
+            n = await count(r.text)  # not `total += await …`: that reads total before the await
+        total += n
+
+    async with anyio.create_task_group() as tg:
+        for r in records:
+            if r.text:
+                tg.start_soon(one, r)
+    return total
+
+
+def disagreement(values: dict[str, float | None]) -> float | None:
+    """Largest relative gap between any two known sources (relative to the larger)."""
+    known = [v for v in values.values() if v is not None]
+    if len(known) < 2 or max(known) <= 0:
+        return None
+    return (max(known) - min(known)) / max(known)

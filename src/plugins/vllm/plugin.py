@@ -1,0 +1,230 @@
+"""The ``vllm`` engine kind: launch ``vllm serve`` as a child process group (or attach), describe it,
+and read its KV-cache capacity from ``/metrics`` or, failing that, from its start-up log.
+
+Imports stay light (no vLLM here: it runs in its own environment, started as a command).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+
+from infermatrix.core.config import EngineConfig
+from infermatrix.core.engine import LaunchedEngine
+from infermatrix.core.hardware import detect_hardware
+from infermatrix.core.hookspecs import hookimpl
+from infermatrix.core.redact import redact_argv
+from infermatrix.core.types import Capacity, EngineInfo
+from infermatrix.plugins.capacity import capacity_from_metrics
+from infermatrix.plugins.vllm.config import SERVER_MODULE, VllmEngineConfig, expand_path
+from infermatrix.plugins.vllm.describe import (
+    args_summary,
+    cache_config_labels,
+    kv_tokens_from_log,
+    quantization_label,
+    version_details,
+)
+
+__all__ = ["VllmEngine", "VllmEngineConfig", "register_engines", "launch_engine", "estimate_capacity"]
+
+REPOSITORY = "github.com/vllm-project/vllm"
+
+
+def _connect_host(host: str) -> str:
+    """Where to reach a server bound to ``host``: a wildcard bind is reached on loopback."""
+    return "127.0.0.1" if host in ("", "0.0.0.0", "::", "[::]") else host
+
+
+def _is_local(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _bool(label: str | None) -> bool | None:
+    return {"true": True, "false": False}.get(str(label).lower()) if label is not None else None
+
+
+def _int(label: str | None) -> int | None:
+    try:
+        return int(float(label)) if label not in (None, "", "None") else None
+    except ValueError:
+        return None
+
+
+class VllmEngine(LaunchedEngine):
+    kind = "vllm"
+
+    def __init__(self, config: VllmEngineConfig, workdir: Path):
+        self.host = config.host  # the base class picks the free port on it
+        super().__init__(config, workdir)
+        self.config: VllmEngineConfig = config
+        if not self.attach:
+            self.port = config.port or self.port
+            self.base_url = f"http://{_connect_host(config.host)}:{self.port}"
+        self.started_at: float | None = None
+        self.startup_s: float | None = None
+
+    # ---- launching ------------------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        c = self.config
+        source = expand_path(c.model_source or "")
+        if c.python:
+            argv = [expand_path(c.python), "-m", SERVER_MODULE, "--model", source]
+        else:
+            argv = [expand_path(c.executable or "vllm"), "serve", source]
+        if c.model:
+            argv += ["--served-model-name", c.model]
+        argv += c.args.flags("before_host")
+        argv += ["--host", c.host, "--port", str(self.port)]
+        if self.api_key:
+            argv += ["--api-key", self.api_key]
+        return argv + c.args.flags("after_host")
+
+    def env(self) -> dict[str, str]:
+        return dict(self.config.env)
+
+    async def start(self) -> None:
+        self.started_at = time.monotonic()
+        await super().start()
+
+    async def wait_ready(self, client: httpx.AsyncClient, timeout_s: float) -> None:
+        await super().wait_ready(client, timeout_s)
+        if self.started_at is not None and not self.attach:
+            self.startup_s = round(time.monotonic() - self.started_at, 1)
+
+    def log_text(self) -> str:
+        if self.attach:
+            return ""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    # ---- describing -----------------------------------------------------------------------
+
+    async def describe(self, client: httpx.AsyncClient) -> EngineInfo:
+        info = await super().describe(client)
+        metrics = None
+        try:
+            r = await client.get(f"{self.base_url}/metrics", headers=self.headers, timeout=10)
+            metrics = r.text if r.status_code == 200 else None
+        except httpx.HTTPError:
+            pass
+        entry = await self._model_entry(client, info.model)
+        if info.max_model_len is None:
+            info.max_model_len = entry.get("max_model_len")
+        argv = [] if self.attach else redact_argv(self.command(), [self.api_key] if self.api_key else [])
+        log = self.log_text()
+        info.extra.update(describe_vllm(argv, cache_config_labels(metrics), log, info.version, self.config))
+        info.extra["model_source"] = self.config.model_source or entry.get("root")
+        info.extra["startup_s"] = self.startup_s
+        info.extra["attached"] = self.attach
+        if not self.attach or _is_local(self.base_url):
+            info.hardware = await anyio.to_thread.run_sync(detect_hardware)
+            if info.extra.get("backend") is None:
+                info.extra["backend"] = "cuda" if info.hardware.get("gpu_count") else None
+        return info
+
+    async def _model_entry(self, client: httpx.AsyncClient, model: str) -> dict[str, Any]:
+        try:
+            data = (await client.get(f"{self.base_url}/v1/models", headers=self.headers, timeout=10)).json()
+        except (httpx.HTTPError, ValueError):
+            return {}
+        return next((m for m in data.get("data") or [] if m.get("id") == model), {})
+
+
+def describe_vllm(
+    argv: list[str], labels: dict[str, str], log: str, version: str | None, config: VllmEngineConfig
+) -> dict[str, Any]:
+    """``EngineInfo.extra`` for a vLLM server: flags from its argv (launched), the cache config it
+    reports in ``/metrics``, and its log's KV-cache line. Launched, vLLM's own defaults fill what
+    the command line leaves out (1-way parallel, no expert parallelism, no speculative decoding)."""
+    s = args_summary(argv)
+    launched = bool(argv)
+    spec = s.get("speculative_config") if isinstance(s.get("speculative_config"), dict) else None
+    kv_log = kv_tokens_from_log(log) if log else None
+    prefix = _bool(labels.get("enable_prefix_caching"))
+    device = (kv_log or {}).get("device") or ("CPU" if config.env.get("VLLM_TARGET_DEVICE") == "cpu" else None)
+    extra: dict[str, Any] = {
+        "repository": REPOSITORY,
+        **version_details(version),
+        "backend": {"CPU": "cpu", "GPU": "cuda"}.get(device or "", (device or "").lower() or None),
+        "tensor_parallel_size": s.get("tensor_parallel_size", 1 if launched else None),
+        "pipeline_parallel_size": s.get("pipeline_parallel_size", 1 if launched else None),
+        "data_parallel_size": s.get("data_parallel_size", 1 if launched else None),
+        "expert_parallel": s.get("expert_parallel", False if launched else None),
+        "dtype": s.get("dtype", "auto" if launched else None),
+        "quantization": quantization_label(s),
+        "kv_cache_dtype": labels.get("cache_dtype") or s.get("kv_cache_dtype"),
+        "speculative_method": spec.get("method") if spec else None,
+        "speculative_tokens": spec.get("num_speculative_tokens") if spec else None,
+        "prefix_caching": prefix if prefix is not None else s.get("prefix_caching"),
+        "max_num_seqs": s.get("max_num_seqs"),
+        "max_num_batched_tokens": s.get("max_num_batched_tokens"),
+        "gpu_memory_utilization": s.get("gpu_memory_utilization") or _float(labels.get("gpu_memory_utilization")),
+        "block_size": _int(labels.get("block_size")) or s.get("block_size"),
+        "num_gpu_blocks": _int(labels.get("num_gpu_blocks")),
+        "kv_cache_size_tokens": _int(labels.get("kv_cache_size_tokens")),
+        "kv_cache_log": kv_log,
+        "engine_args": {k: v for k, v in s.items() if k != "speculative_config"} | ({"speculative_config": spec} if spec else {}),
+    }
+    if launched and not spec:
+        extra["speculative_method"] = "none"
+        extra["speculative_tokens"] = 0
+    return extra
+
+
+def _float(label: str | None) -> float | None:
+    try:
+        return float(label) if label not in (None, "", "None") else None
+    except ValueError:
+        return None
+
+
+# ---- hooks ------------------------------------------------------------------------------------
+
+
+@hookimpl
+def register_engines(register: Any) -> None:
+    register(VllmEngineConfig)
+
+
+@hookimpl
+def launch_engine(config: EngineConfig, workdir: Path) -> VllmEngine | None:
+    return VllmEngine(config, workdir) if config.kind == "vllm" else None  # type: ignore[arg-type]
+
+
+@hookimpl(tryfirst=True)
+def estimate_capacity(config: EngineConfig, info: EngineInfo, metrics_text: str | None) -> Capacity | None:
+    """vLLM: ``cache_config_info`` in ``/metrics``, else the start-up log's "KV cache size: N tokens";
+    max sequences from ``--max-num-seqs`` when the command line says it."""
+    if config.kind != "vllm":
+        return None
+    max_seqs = info.extra.get("max_num_seqs") or getattr(getattr(config, "args", None), "max_num_seqs", None)
+    cap = capacity_from_metrics(metrics_text) if metrics_text else None
+    if cap is not None:
+        if cap.max_seqs is None and max_seqs:
+            cap.max_seqs, cap.source = max_seqs, f"{cap.source}; max_num_seqs {max_seqs} (--max-num-seqs)"
+        return cap
+    kv_log = info.extra.get("kv_cache_log")
+    if kv_log and kv_log.get("kv_tokens"):
+        return Capacity(
+            kv_tokens=kv_log["kv_tokens"], max_seqs=max_seqs,
+            source=f"engine log: {kv_log.get('device') or ''} KV cache size {kv_log['kv_tokens']:,} tokens".replace("  ", " "),
+            detail={"log_line": kv_log.get("line")},
+        )
+    if max_seqs:
+        return Capacity(kv_tokens=None, max_seqs=max_seqs, source=f"max_num_seqs {max_seqs} (--max-num-seqs); KV budget unknown")
+    return None
