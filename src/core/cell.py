@@ -24,8 +24,6 @@ __all__ = ["CellRunner", "MAX_CONSECUTIVE_FAILURES"]
 
 # A stream that fails this many times in a row stops; the cell is then an error, not a hang.
 MAX_CONSECUTIVE_FAILURES = 3
-# After every stream has its first token, how long to wait for the engine to report N running, 0 waiting.
-STEADY_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -42,7 +40,6 @@ class CellRunner:
     on_tokens: Callable[[int], None] | None = None
     on_phase: Callable[[str, float | None], None] | None = None
     tokenizer: Any = None  # counts generated text (``count_output``) for recounts and reconciliation
-    check_client: bool = True
     id_prefix: str = "imx"  # X-Request-Id = {id_prefix}-{context}-{n}-s{stream}-r{seq}: joins our records to the server's
 
     def __post_init__(self) -> None:
@@ -146,12 +143,12 @@ class CellRunner:
             ramp_ok = not ramp.cancelled_caught and not dead
             if ramp_ok:
                 # Steady state: the engine itself runs all N and queues none (when it reports it).
-                steady = await self.gauges.wait_steady(n, STEADY_TIMEOUT_S)
+                steady = await self.gauges.wait_steady(n, self.matrix.steady_timeout_s)
             window_start = time.monotonic()
             self._phase("measure", window_start + self.matrix.duration_s)
             if ramp_ok:
                 async with anyio.create_task_group() as watchers:
-                    if self.check_client:
+                    if self.matrix.check_client:
                         watchers.start_soon(monitor.sample)
                     watchers.start_soon(watch_engine)
                     await anyio.sleep(self.matrix.duration_s)
@@ -171,7 +168,7 @@ class CellRunner:
         if steady is not None and not steady.reached:
             result.flags["admission_limited"] = True
             result.flags["achieved_concurrency"] = steady.achieved
-        if self.check_client and ramp_ok:
+        if self.matrix.check_client and ramp_ok:
             load = monitor.result()
             result.flags["client"] = load.as_dict()
             if load.bound and result.status == "valid":

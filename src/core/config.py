@@ -90,6 +90,8 @@ class MatrixConfig(Strict):
     connect_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(120.0, gt=0, description="longest silence inside one stream")
     ramp_timeout_s: float = Field(600.0, gt=0, description="longest wait for every stream's first token")
+    steady_timeout_s: float = Field(10.0, ge=0, description="longest wait, after that, for the engine to report N running and 0 waiting")
+    check_client: bool = Field(True, description="sample the client's event-loop lag and CPU; flag cells it could not keep up with")
 
     @field_validator("contexts", "prefill_contexts", mode="before")
     @classmethod

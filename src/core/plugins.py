@@ -18,6 +18,7 @@ BUILTIN_PLUGINS = {
     "workload": "infermatrix.plugins.workload",
     "loops": "infermatrix.plugins.loops",
     "capacity": "infermatrix.plugins.capacity",
+    "vllm": "infermatrix.plugins.vllm.plugin",
 }
 
 

@@ -70,8 +70,10 @@ def diverging_colour(limit: float = 2.0) -> Callable[[float], tuple[int, int, in
 def heatmap(
     cells: Sequence[HeatCell], rows: Sequence[str], cols: Sequence[str], *, title: str,
     colour: Callable[[float], tuple[int, int, int]], legend: tuple[str, str] | None = None,
-    chart_id: str = "", row_label: str = "context", col_label: str = "requests at once",
+    chart_id: str = "", row_label: str = "context", col_label: str = "requests at once", diverging: bool = False,
 ) -> str:
+    """A grid of ``cells``; ``legend`` (low text, high text) draws the colour ramp under it
+    (``diverging``: the red-grey-green ramp of comparisons)."""
     left, top = 64, 34
     cell_w = max(44.0, min(110.0, (WIDTH - left - 12) / max(1, len(cols))))
     cell_h = 34.0
@@ -107,8 +109,8 @@ def heatmap(
     y_leg = top + cell_h * len(rows) + 22
     out.append(f'<text class="imx-label" transform="translate(14,{top + cell_h * len(rows) / 2:.1f}) rotate(-90)" text-anchor="middle">{escape(row_label)}</text>')
     if legend:
-        stops = "".join(f'<stop offset="{k / 10:.1f}" stop-color="{_hex(colour_at)}"/>'
-                        for k, colour_at in ((k, _legend_colour(colour, legend, k / 10)) for k in range(11)))
+        ramp = _DIVERGE if diverging else _RAMP
+        stops = "".join(f'<stop offset="{k / 10:.1f}" stop-color="{_hex(_interp(ramp, k / 10))}"/>' for k in range(11))
         gid = f"{chart_id or 'heat'}-grad"
         out.append(f'<defs><linearGradient id="{escape(gid)}">{stops}</linearGradient></defs>')
         out.append(f'<rect x="{left}" y="{y_leg - 8:.1f}" width="160" height="10" fill="url(#{escape(gid)})"/>')
@@ -116,11 +118,3 @@ def heatmap(
         out.append(f'<text class="imx-tick" x="{left + 160}" y="{y_leg + 14:.1f}" text-anchor="end">{escape(legend[1])}</text>')
     out.append("</svg>")
     return "".join(out)
-
-
-def _legend_colour(colour: Callable[[float], tuple[int, int, int]], legend: tuple[str, str], t: float) -> tuple[int, int, int]:
-    # The legend shows the ramp itself, independent of the data range the colour function maps.
-    lo, hi = getattr(colour, "domain", (None, None))
-    if lo is None:
-        return _interp(_RAMP, t)
-    return colour(lo + (hi - lo) * t)

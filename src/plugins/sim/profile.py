@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from infermatrix.core.config import ConfigError, Strict
+from infermatrix.plugins.sim.faults import SimFaults
 
 __all__ = ["LoopProfile", "SimProfile", "load_profile", "builtin_profiles", "PROFILE_DIR"]
 
@@ -62,6 +63,7 @@ class SimProfile(Strict):
     metrics: bool = True
     seed: int = 0
     loop: LoopProfile = Field(default_factory=LoopProfile)
+    faults: SimFaults = Field(default_factory=SimFaults, description="what goes wrong, on purpose (faults.py)")
     # Ground truth kept in memory (oldest dropped first); ~16 bytes per emitted chunk per request.
     truth_max_requests: int = Field(20_000, ge=1)
     truth_max_steps: int = Field(500_000, ge=1)

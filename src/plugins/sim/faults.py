@@ -1,0 +1,216 @@
+"""Fault injection for the simulated engine: the ways a real server fails, on purpose and on schedule.
+
+A profile's ``[faults]`` table says what goes wrong; the server calls the hooks here and nothing else
+of it knows about faults. Generation requests (``POST /v1/completions``, ``/v1/chat/completions``)
+are numbered from 1 over the server's life; rules pick requests by number (``every``, ``first``,
+``limit``) or by chance (``probability``, seeded), and the first rule that picks a request applies::
+
+    [faults]
+    seed = 1
+    [[faults.requests]]                 # HTTP 500 on requests 5, 10, 15 ...
+    kind = "http_error"
+    status = 500
+    every = 5
+    [[faults.requests]]                 # 1 in 10 streams stops after 3 chunks, without [DONE]
+    kind = "truncate"
+    probability = 0.1
+    after_chunks = 3
+    [faults.exit]                       # the process dies when request 40 arrives
+    after_requests = 40
+    code = 3
+
+Request fault kinds: ``http_error`` (an error answer with ``status``), ``stream_error`` (an error
+object inside a 200 stream), ``truncate`` (the stream ends cleanly before ``[DONE]``), ``stall``
+(the stream goes silent for ``stall_s``), ``reset`` (the TCP connection is reset). A rule without
+``every`` or ``probability`` hits every request from ``first`` on, so
+``[[faults.requests]] kind = "http_error" status = 503`` is a server that answers ``/health`` but
+rejects requests. ``never_ready = true`` makes ``/health`` answer 503 forever.
+
+The API key (``INFERMATRIX_SIM_API_KEY`` in the server's environment, never in the profile, which
+is served at ``/debug/profile`` and stored with runs) is checked here too, on ``/v1/*`` as vLLM does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable, Literal
+
+from pydantic import Field, model_validator
+
+from infermatrix.core.config import Strict
+
+__all__ = ["RequestFault", "ExitFault", "SimFaults", "FaultState", "API_KEY_ENV"]
+
+API_KEY_ENV = "INFERMATRIX_SIM_API_KEY"
+
+
+class RequestFault(Strict):
+    """One fault that hits some generation requests."""
+
+    kind: Literal["http_error", "stream_error", "truncate", "stall", "reset"]
+    every: int | None = Field(None, ge=1, description="hit request numbers k, 2k, 3k ... (counted from 1 over the server's life)")
+    probability: float | None = Field(None, ge=0, le=1, description="hit each request with this chance (seeded by faults.seed)")
+    first: int = Field(1, ge=1, description="hit no request numbered below this")
+    limit: int | None = Field(None, ge=1, description="hit at most this many requests")
+    status: int = Field(500, ge=400, le=599, description="http_error: the status code (429, 500, 503 ...)")
+    message: str = Field("injected fault", description="the error message; '{authorization}' becomes the request's Authorization header, as an echoing proxy would")
+    after_chunks: int = Field(2, ge=0, description="stream faults: chunks sent before the fault")
+    stall_s: float = Field(3600.0, gt=0, description="stall: seconds of silence before the stream carries on")
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> RequestFault:
+        if self.every is not None and self.probability is not None:
+            raise ValueError("give every or probability, not both")
+        return self
+
+
+class ExitFault(Strict):
+    """The server process dies (``os._exit``): no goodbye, open connections drop."""
+
+    after_requests: int | None = Field(None, ge=1, description="exit when this generation request arrives")
+    after_s: float | None = Field(None, gt=0, description="exit this long after the server is up")
+    code: int = Field(1, ge=0, le=255)
+    once_file: str | None = Field(None, description="exit only if this file is missing, and create it first (a restarted server then stays up)")
+
+    @model_validator(mode="after")
+    def _when(self) -> ExitFault:
+        if self.after_requests is None and self.after_s is None:
+            raise ValueError("give after_requests or after_s")
+        return self
+
+
+class SimFaults(Strict):
+    """What goes wrong with this server (nothing, by default)."""
+
+    seed: int = 0
+    requests: list[RequestFault] = Field(default_factory=list)
+    exit: ExitFault | None = None
+    never_ready: bool = Field(False, description="/health answers 503 forever")
+    shutdown_delay_s: float = Field(0.0, ge=0, description="on SIGINT/SIGTERM, block this long before shutting down (an engine slow to exit)")
+
+
+def _log(msg: str) -> None:
+    print(f"infermatrix-sim: injected fault: {msg}", file=sys.stderr, flush=True)
+
+
+class FaultState:
+    """The running server's side of :class:`SimFaults`: counts requests and decides what hits them."""
+
+    def __init__(self, faults: SimFaults, api_key: str | None = None):
+        self.faults = faults
+        self.api_key = api_key if api_key is not None else (os.environ.get(API_KEY_ENV) or None)
+        self.requests = 0
+        self._hits = [0] * len(faults.requests)
+        self._rng = random.Random(faults.seed)
+        self.connections: Callable[[], Any] | None = None  # uvicorn's live connections, when served by uvicorn
+
+    # ---- the server's hooks -------------------------------------------------------------------
+
+    def health_status(self) -> int:
+        return 503 if self.faults.never_ready else 200
+
+    def unauthorized(self, path: str, headers: Any) -> bool:
+        """True when the API key is required here (``/v1/*``) and the request lacks it."""
+        if not self.api_key or not path.startswith("/v1"):
+            return False
+        return headers.get("authorization") != f"Bearer {self.api_key}"
+
+    def on_request(self) -> RequestFault | None:
+        """Called as each generation request arrives: may exit the process; returns the fault that hits it."""
+        self.requests += 1
+        n = self.requests
+        ex = self.faults.exit
+        if ex is not None and ex.after_requests is not None and n >= ex.after_requests:
+            self.exit_now(f"exiting with code {ex.code} at generation request {n}")
+        for i, rule in enumerate(self.faults.requests):
+            if n < rule.first or (rule.limit is not None and self._hits[i] >= rule.limit):
+                continue
+            if rule.probability is not None:
+                hit = self._rng.random() < rule.probability
+            elif rule.every is not None:
+                hit = n % rule.every == 0
+            else:
+                hit = True
+            if hit:
+                self._hits[i] += 1
+                return rule
+        return None
+
+    def error_body(self, rule: RequestFault, headers: Any) -> tuple[int, bytes]:
+        import orjson
+
+        message = rule.message.replace("{authorization}", headers.get("authorization", ""))
+        kind = "RateLimitError" if rule.status == 429 else "InternalServerError"
+        return rule.status, orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": rule.status}})
+
+    async def wrap_stream(self, rule: RequestFault | None, stream: AsyncIterator[bytes], scope: dict[str, Any]) -> AsyncIterator[bytes]:
+        """The stream as the client gets it: untouched, or broken after ``rule.after_chunks`` chunks."""
+        if rule is None or rule.kind == "http_error":
+            async for part in stream:
+                yield part
+            return
+        sent = 0
+        async for part in stream:
+            if sent >= rule.after_chunks:
+                break
+            yield part
+            sent += part.count(b"data: ")
+        else:
+            return  # the stream ended before the fault's turn
+        if rule.kind == "stream_error":
+            import orjson
+
+            err = {"error": {"message": rule.message, "type": "InternalServerError", "param": None, "code": 500}}
+            yield b"data: " + orjson.dumps(err) + b"\n\n"
+            yield b"data: [DONE]\n\n"
+        elif rule.kind == "stall":
+            await asyncio.sleep(rule.stall_s)
+            async for part in stream:
+                yield part
+        elif rule.kind == "reset":
+            self._reset(scope)
+        # truncate: return here, so the body ends cleanly without [DONE]
+
+    def start(self) -> None:
+        """Called once the server is up: arms the timed exit."""
+        ex = self.faults.exit
+        if ex is not None and ex.after_s is not None:
+            asyncio.get_running_loop().call_later(ex.after_s, self.exit_now, f"exiting with code {ex.code} after {ex.after_s:g} s")
+
+    def slow_shutdown(self) -> None:
+        if self.faults.shutdown_delay_s:
+            _log(f"shutting down in {self.faults.shutdown_delay_s:g} s (deaf to signals until then)")
+            time.sleep(self.faults.shutdown_delay_s)  # blocking on purpose: SIGINT/SIGTERM can't hurry it
+
+    # ---- helpers ------------------------------------------------------------------------------
+
+    def exit_now(self, why: str) -> None:
+        ex = self.faults.exit
+        if ex is not None and ex.once_file:
+            marker = Path(ex.once_file)
+            if marker.exists():
+                return
+            marker.write_text(why + "\n")
+        _log(why)
+        os._exit(ex.code if ex is not None else 1)
+
+    def _reset(self, scope: dict[str, Any]) -> None:
+        """Reset the request's TCP connection (RST, not FIN): SO_LINGER 0, then abort."""
+        client = tuple(scope.get("client") or ())
+        for proto in list(self.connections() if self.connections else ()):
+            transport = getattr(proto, "transport", None)
+            if transport is None or tuple(getattr(proto, "client", None) or ()) != client:
+                continue
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            transport.abort()
+            return
+        raise ConnectionResetError("injected reset")  # not served by uvicorn: drop the response instead
