@@ -11,12 +11,36 @@ from rich.console import Console
 from infermatrix.cli.common import DEFAULT_DB, fail, open_store
 from infermatrix.core.config import ConfigError
 
-def print_report(store, run_id: str, fmt: str, output: str | None, console: Console) -> None:
+def _write(text: str, output: str | None) -> None:
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"-o {output}: {exc.strerror or exc}") from None
+    else:
+        click.echo(text)
+
+
+def _text_to(output: str | None, draw) -> None:
+    """Draw a rich report on the terminal, or into a file (plain text, 200 columns)."""
+    if not output:
+        draw(Console())
+        return
+    try:
+        with open(output, "w", encoding="utf-8") as fh:
+            draw(Console(file=fh, width=200, color_system=None))
+    except OSError as exc:
+        raise ConfigError(f"-o {output}: {exc.strerror or exc}") from None
+
+
+def print_report(store, run_id: str, fmt: str, output: str | None, console: Console | None = None) -> None:
     from infermatrix.core import report
 
     if fmt == "text":
-        target = Console(file=open(output, "w"), width=200) if output else console
-        report.render_text(store, run_id, target)
+        if console is not None and not output:
+            report.render_text(store, run_id, console)
+        else:
+            _text_to(output, lambda c: report.render_text(store, run_id, c))
         return
     if fmt == "markdown":
         text = report.render_markdown(store, run_id)
@@ -28,10 +52,7 @@ def print_report(store, run_id: str, fmt: str, output: str | None, console: Cons
         text = report.render_html(store, run_id)
     else:
         raise ConfigError(f"--format: unknown format {fmt!r}")
-    if output:
-        Path(output).write_text(text)
-    else:
-        click.echo(text)
+    _write(text, output)
 
 
 @click.command("report")
@@ -40,13 +61,14 @@ def print_report(store, run_id: str, fmt: str, output: str | None, console: Cons
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", default=None, help="write to this file instead of the terminal")
 def report_cmd(run_id, db, fmt, output) -> None:
-    """Show a stored run (the latest when RUN_ID is omitted)."""
+    """Show a stored run (the latest when RUN_ID is omitted). --format html writes one
+    self-contained page with charts (opens offline)."""
     from infermatrix.core.store import StoreError
 
     store = open_store(db, read_only=True)
     try:
         rid = store.resolve_run(run_id)
-        print_report(store, rid, fmt, output, Console())
+        print_report(store, rid, fmt, output)
     except (StoreError, ConfigError) as exc:
         fail(str(exc))
     finally:
@@ -56,10 +78,11 @@ def report_cmd(run_id, db, fmt, output) -> None:
 @click.command()
 @click.argument("run_ids", nargs=-1, required=True)
 @click.option("--db", default=DEFAULT_DB, show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", default=None, help="write to this file instead of the terminal")
 def compare(run_ids, db, fmt, output) -> None:
-    """Compare runs side by side over their common cells (ratio = later run / first run)."""
+    """Compare runs side by side over their common cells: the first run is the baseline A, each
+    other run is shown against it (ratio = other / A), with the cells only one side could run."""
     from infermatrix.core import report
     from infermatrix.core.store import StoreError
 
@@ -68,19 +91,19 @@ def compare(run_ids, db, fmt, output) -> None:
     store = open_store(db, read_only=True)
     try:
         ids = [store.resolve_run(r) for r in run_ids]
+        if fmt == "text":
+            _text_to(output, lambda c: report.render_compare_text(store, ids, c))
+            return
         if fmt == "markdown":
             text = report.render_compare_markdown(store, ids)
+        elif fmt == "json":
+            import orjson
+
+            text = orjson.dumps(report.render_compare_json(store, ids), option=orjson.OPT_INDENT_2).decode()
         else:
-            console = Console(record=fmt == "html", file=open(output, "w") if output and fmt == "text" else None, width=200 if output else None)
-            report.render_compare_text(store, ids, console)
-            if fmt != "html":
-                return
-            text = console.export_html(inline_styles=True)
-        if output:
-            Path(output).write_text(text)
-        else:
-            click.echo(text)
-    except StoreError as exc:
+            text = report.render_compare_html(store, ids)
+        _write(text, output)
+    except (StoreError, ConfigError) as exc:
         fail(str(exc))
     finally:
         store.close()

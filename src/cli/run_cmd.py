@@ -1,103 +1,184 @@
-"""``infermatrix run``: a config file or attach flags -> a measured matrix in the store -> the report."""
+"""``infermatrix run`` and ``infermatrix resume``: a config (or attach flags, or a stored run) ->
+a measured matrix in the store -> the report. Reliability contract: docs/reliability.md."""
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
 from rich.console import Console
 
+from infermatrix.cli.common import (
+    DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, OneLineErrors, fail, list_option, number_option, open_store,
+)
 from infermatrix.cli.results_cmds import print_report
-from infermatrix.cli.common import DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, fail, list_option, open_store
 from infermatrix.core.config import ConfigError, apply_overrides, load_config, validate_config
 from infermatrix.core.contexts import parse_context_list, parse_int_list
 from infermatrix.core.plugins import get_plugin_manager
 
-@click.command()
+# Flags that only make sense for a new run: with --resume the stored config is the run's definition.
+_NEW_RUN_FLAGS = ("--engine", "--base-url", "--model", "--contexts", "--prefill-contexts", "--concurrency",
+                  "--duration", "--max-output", "--api", "--api-key-env", "--api-key-file", "--no-loop-detection")  # fmt: skip
+
+
+@click.command(cls=OneLineErrors)
 @click.argument("config_file", required=False, type=click.Path(dir_okay=False))
 @click.option("--db", default=None, help=f"results database (default ./{DEFAULT_DB}, or the config's store.db)")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="override a config field, e.g. matrix.duration_s=5")
-@click.option("--resume", "resume_id", default=None, metavar="RUN_ID", help="run only the missing cells of a stored run")
+@click.option("--resume", "resume_id", default=None, metavar="RUN_ID", help="run only the missing cells of a stored run, with its stored config")
+@click.option("--retry-errors", is_flag=True, help="with --resume: run the cells that ended in error again too")
 @click.option("--engine", "engine_kind", default=None, help="engine kind when attaching without a config (e.g. openai)")
 @click.option("--base-url", default=None, help="attach to a running OpenAI-compatible server")
 @click.option("--model", default=None, help="served model name")
 @click.option("--contexts", default=None, help="decode-matrix contexts, e.g. 1K,2K")
 @click.option("--prefill-contexts", default=None, help="prefill contexts, e.g. 1K,8K")
 @click.option("--concurrency", default=None, help="concurrency levels, e.g. 1,4,8")
-@click.option("--duration", type=float, default=None, help="seconds per decode cell")
-@click.option("--max-output", type=int, default=None, help="max output tokens per request")
+@click.option("--duration", default=None, metavar="SECONDS", help="seconds per decode cell")
+@click.option("--max-output", default=None, metavar="TOKENS", help="max output tokens per request")
 @click.option("--api", type=click.Choice(["chat", "completions"]), default=None)
 @click.option("--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key")
-def run(config_file, db, overrides, resume_id, engine_kind, base_url, model, contexts, prefill_contexts,
-        concurrency, duration, max_output, api, api_key_env) -> None:
+@click.option("--api-key-file", default=None, metavar="PATH", help="file holding the API key")
+@click.option("--no-loop-detection", is_flag=True, default=False, help="don't check outputs for loops (loops.enabled = false)")
+def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_url, model, contexts, prefill_contexts,
+        concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection) -> None:
     """Run a benchmark matrix from CONFIG_FILE (TOML), or against --base-url."""
     pm = get_plugin_manager()
     try:
+        if resume_id:
+            given = [flag for flag, value in zip(_NEW_RUN_FLAGS, (
+                engine_kind, base_url, model, contexts, prefill_contexts, concurrency, duration, max_output, api,
+                api_key_env, api_key_file, no_loop_detection or None)) if value is not None]  # fmt: skip
+            if given:
+                raise ConfigError(f"{given[0]}: not with --resume (the run's stored config is used; change a field with --set KEY=VALUE)")
+            if config_file:
+                Console(stderr=True).print(f"note: --resume {resume_id} uses the run's stored config; {config_file} is not read", highlight=False)
+            _resume(pm, resume_id, db, overrides, retry_errors)
+            return
         if config_file:
             data = load_config(config_file)
             source = config_file
-        elif resume_id:
-            data, source = {}, f"run {resume_id}"
         elif base_url or engine_kind:
             data, source = {"engine": {"kind": engine_kind or "openai"}}, "command line"
         else:
             raise ConfigError("give a CONFIG_FILE, or --base-url URL --model NAME to attach to a running server")
-        engine = data.setdefault("engine", {}) if not resume_id or config_file else None
-        if engine is not None:
-            for key, value in (("kind", engine_kind), ("base_url", base_url), ("model", model), ("api_key_env", api_key_env)):
-                if value is not None:
-                    engine[key] = value
-            matrix = data.setdefault("matrix", {})
-            for key, value in (
-                ("contexts", list_option(parse_context_list, contexts, "--contexts")),
-                ("prefill_contexts", list_option(parse_context_list, prefill_contexts, "--prefill-contexts")),
-                ("concurrency", list_option(parse_int_list, concurrency, "--concurrency")),
-                ("duration_s", duration), ("max_output", max_output), ("api", api),
-            ):
-                if value is not None:
-                    matrix[key] = value
-            if contexts is not None and prefill_contexts is None and not config_file:
-                matrix.setdefault("prefill_contexts", [])
-        store_path = db
-        store = None
-        if resume_id:
-            store = open_store(db or DEFAULT_DB)
-            run_id = store.resolve_run(resume_id)
-            stored = store.get_run(run_id)["config"]
-            data = apply_overrides(stored, list(overrides))
-        else:
-            data = apply_overrides(data, list(overrides))
-            run_id = None
+        engine = data.setdefault("engine", {})
+        if not isinstance(engine, dict):
+            raise ConfigError(f"{source}: engine: must be a table")
+        for key, value in (("kind", engine_kind), ("base_url", base_url), ("model", model),
+                           ("api_key_env", api_key_env), ("api_key_file", api_key_file)):  # fmt: skip
+            if value is not None:
+                engine[key] = value
+        matrix = data.setdefault("matrix", {})
+        if not isinstance(matrix, dict):
+            raise ConfigError(f"{source}: matrix: must be a table")
+        for key, value in (
+            ("contexts", list_option(parse_context_list, contexts, "--contexts")),
+            ("prefill_contexts", list_option(parse_context_list, prefill_contexts, "--prefill-contexts")),
+            ("concurrency", list_option(parse_int_list, concurrency, "--concurrency")),
+            ("duration_s", number_option(float, duration, "--duration")),
+            ("max_output", number_option(int, max_output, "--max-output")),
+            ("api", api),
+        ):
+            if value is not None:
+                matrix[key] = value
+        if contexts is not None and prefill_contexts is None and not config_file:
+            matrix.setdefault("prefill_contexts", [])
+        if no_loop_detection:
+            loops = data.setdefault("loops", {})
+            if isinstance(loops, dict):
+                loops["enabled"] = False
+        data = apply_overrides(data, list(overrides))
         cfg = validate_config(pm, data, source)
-        cfg.engine.api_key()  # a missing key is a user mistake: say so before anything starts
+        _preflight(cfg)
     except ConfigError as exc:
         fail(str(exc))
-    if store is None:
-        store = open_store(store_path or cfg.store.db or DEFAULT_DB)
-    _execute(pm, cfg, store, run_id)
+    # Opening the store checks its directory (missing, read-only) and its lock, before anything is launched.
+    store = open_store(db or cfg.store.db or DEFAULT_DB)
+    _execute(pm, cfg, store, None, False)
 
 
-def _execute(pm, cfg, store, run_id: str | None) -> None:
+@click.command(cls=OneLineErrors)
+@click.argument("run_id")
+@click.option("--db", default=DEFAULT_DB, show_default=True, help="the database that holds the run")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="override a stored config field, e.g. engine.ready_timeout_s=900")
+@click.option("--retry-errors", is_flag=True, help="run the cells that ended in error again too")
+def resume(run_id, db, overrides, retry_errors) -> None:
+    """Run the missing cells of a stored run (interrupted, failed, or cut short), with its stored config."""
+    _resume(get_plugin_manager(), run_id, db, overrides, retry_errors)
+
+
+def _resume(pm, resume_id: str, db: str | None, overrides, retry_errors: bool) -> None:
+    from infermatrix.core.store import StoreError
+
+    store = open_store(db or DEFAULT_DB)
+    try:
+        run_id = store.resolve_run(resume_id)
+        run = store.get_run(run_id) or {}
+        if not isinstance(run.get("config"), dict) or "engine" not in run["config"]:
+            raise ConfigError(f"run {run_id} has no stored config to resume from (status {run.get('status')})")
+        if run.get("status") == "imported":
+            raise ConfigError(f"run {run_id} was imported, not measured here: there is nothing to resume")
+        data = apply_overrides(run["config"], list(overrides))
+        cfg = validate_config(pm, data, f"run {run_id}")
+        _preflight(cfg)
+    except (ConfigError, StoreError) as exc:
+        store.close()
+        fail(str(exc))
+    _execute(pm, cfg, store, run_id, retry_errors)
+
+
+def _preflight(cfg) -> None:
+    """Every user mistake that can be found before anything starts (one line, exit 2)."""
+    from infermatrix.core.runner import check_matrix
+
+    cfg.engine.api_key()  # a missing key is a user mistake: say so before anything starts
+    check_matrix(cfg)
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool) -> None:
     import anyio
 
     from infermatrix.core.runner import execute_run
+    from infermatrix.core.store import StoreError
 
-    progress_console = Console(stderr=True)
+    # Outside the run's own handling (before it starts, while the report prints), SIGTERM is a Ctrl-C.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    err = Console(stderr=True)
     try:
-        outcome = anyio.run(lambda: execute_run(pm, cfg, store, progress_console, run_id=run_id))
+        outcome = anyio.run(lambda: execute_run(pm, cfg, store, err, run_id=run_id, retry_errors=retry_errors))
     except ConfigError as exc:
         store.close()
         fail(str(exc))
-    out = Console()
+    except StoreError as exc:
+        store.close()
+        fail(f"run stopped: {exc}", EXIT_FAILED)
+    rid = outcome.run_id
+    hint = f"infermatrix resume {rid}" + (f" --db {store.path}" if store.path != DEFAULT_DB else "")
+    if outcome.run_id is None:  # interrupted before the run existed
+        store.close()
+        err.print("interrupted before anything started", highlight=False)
+        sys.exit(EXIT_INTERRUPTED)
+    if outcome.hard_stop:
+        store.close()
+        err.print(f"interrupted: stopped at once; finished cells are kept. Resume with: {hint}", highlight=False)
+        sys.exit(EXIT_INTERRUPTED)
     if outcome.status == "failed":
         store.close()
-        fail(f"run {outcome.run_id} failed: {outcome.error}", EXIT_FAILED)
-    print_report(store, outcome.run_id, "text", None, out)
-    out.print(f"run id: [bold cyan]{outcome.run_id}[/]  ·  database: {store.path}")
+        fail(f"run {rid} failed: {outcome.error}. Finished cells are kept; resume with: {hint}", EXIT_FAILED)
+    out = Console()
+    if outcome.nothing_to_do:
+        err.print(f"run {rid}: every cell is already stored; nothing to run", highlight=False)
+    print_report(store, rid, "text", None, out)
+    out.print(f"run id: [bold cyan]{rid}[/]  ·  database: {store.path}")
     store.close()
     if outcome.status == "interrupted":
-        Console(stderr=True).print(f"interrupted: finished cells are kept; resume with infermatrix run --resume {outcome.run_id}")
+        err.print(f"interrupted: finished cells are kept; resume with: {hint}", highlight=False)
         sys.exit(EXIT_INTERRUPTED)
 
 
-COMMANDS = [run]
+COMMANDS = [run, resume]

@@ -85,11 +85,13 @@ class CellRunner:
         n = len(prompts)
         started_at = time.time()
         warm_records = await self.warm(prompts) if self.matrix.warmup else []
+        self.last_warm = warm_records  # the runner counts failed warm-ups in the cell's accounting
         warm_failures = [r for r in warm_records if r.outcome != "ok"]
         if warm_failures and len(warm_failures) == len(warm_records):
             return self._failed(context_tokens, n, started_at, warm_failures, "every warm-up request failed")
 
         records: list[RequestRecord] = []
+        self.live_records = records  # the runner keeps these when the cell is cut short (signal, engine down)
         by_stream: list[list[RequestRecord]] = [[] for _ in range(n)]
         dead: set[int] = set()
 
@@ -156,8 +158,11 @@ class CellRunner:
             window_end = time.monotonic()
             tg.cancel_scope.cancel()  # close every open stream: the server aborts them
 
+        count = getattr(self.tokenizer, "count_output", None)
+        # Tokenizer fallback first, so the numbers below are computed once, from the corrected counts.
+        recounted = await recount_chunks(records, count, window_start, window_end) if count is not None else 0
         result = self._result(context_tokens, n, started_at, records, window_start, window_end, ramp_ok, dead)
-        await self._reconcile(result, records, window_start, window_end, before)
+        await self._reconcile(result, records, before, recounted)
         result.flags["steady_state"] = None if steady is None else {
             "reached": steady.reached, "engine_max_running": steady.achieved, "waited_s": round(steady.waited_s, 3),
             "engine_metrics": steady.metrics,
@@ -175,21 +180,11 @@ class CellRunner:
                 result.status, result.reason = "client_bound", "; ".join(load.why)
         return result
 
-    async def _reconcile(
-        self, result: CellResult, records: list[RequestRecord], ws: float, we: float, before: Any
-    ) -> None:
-        """Tokenizer fallback for chunk-counted streams, then usage vs tokenizer vs engine counter."""
+    async def _reconcile(self, result: CellResult, records: list[RequestRecord], before: Any, recounted: int) -> None:
+        """Usage deltas vs the tokenizer's count vs the engine's generation counter, over the whole cell."""
         count = getattr(self.tokenizer, "count_output", None)
-        usage = sum(r.output_tokens for r in records if r.token_source == "usage") if records else 0
+        usage = sum(r.output_tokens for r in records if r.token_source == "usage")
         all_usage = all(r.token_source == "usage" for r in records if r.events)
-        recounted = 0
-        if count is not None and records:
-            recounted = await recount_chunks(records, count, ws, we)
-        if recounted:  # numbers change with the counts: recompute them from the corrected events
-            fixed = self._result(result.context_tokens, result.concurrency, result.started_at, records, ws, we,
-                                 result.flags.get("ramp_ok", True), set())  # fmt: skip
-            for name in ("total_tps", "per_request_tps", "tbt_ms", "output_tokens", "histograms", "token_source"):
-                setattr(result, name, getattr(fixed, name))
         after = await self.gauges.read()
         sources: dict[str, float | None] = {
             "usage": usage if all_usage and records else None,

@@ -21,6 +21,7 @@ __all__ = [
     "EngineConfig",
     "MatrixConfig",
     "LoopConfig",
+    "ValidityConfig",
     "StoreConfig",
     "ConfigError",
     "engine_config_classes",
@@ -48,6 +49,8 @@ class EngineConfig(Strict):
     api_key_env: str | None = Field(None, description="environment variable that holds the API key")
     api_key_file: str | None = Field(None, description="file that holds the API key")
     ready_timeout_s: float = Field(600.0, gt=0)
+    max_restarts: int = Field(3, ge=0, description="launch mode: restart an engine that dies at most this many times")
+    reconnect_timeout_s: float = Field(300.0, ge=0, description="attach mode: how long to wait for an endpoint that went down")
     # Capacity overrides, used when the engine can't tell.
     kv_tokens: int | None = Field(None, gt=0)
     max_seqs: int | None = Field(None, gt=0)
@@ -132,6 +135,15 @@ class LoopConfig(Strict):
     min_span_tokens: int = Field(64, ge=1, description="the repeated tail must cover at least this many tokens")
 
 
+class ValidityConfig(Strict):
+    """When a measured cell's numbers count (stored per cell in ``cells.flags.validity``)."""
+
+    min_window_fraction: float = Field(0.95, ge=0, le=1, description="the window must last this share of duration_s")
+    min_output_tokens: int = Field(32, ge=0, description="tokens received inside the window")
+    min_active_fraction: float = Field(0.9, ge=0, le=1, description="time-weighted in-flight requests / concurrency")
+    max_error_rate: float = Field(0.0, ge=0, le=1, description="failed requests / requests")
+
+
 class StoreConfig(Strict):
     db: str = "infermatrix.duckdb"
 
@@ -161,6 +173,7 @@ def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
         engine=(engine_type, ...),
         matrix=(MatrixConfig, Field(default_factory=MatrixConfig)),
         loops=(LoopConfig, Field(default_factory=LoopConfig)),
+        validity=(ValidityConfig, Field(default_factory=ValidityConfig)),
         store=(StoreConfig, Field(default_factory=StoreConfig)),
         hardware=(dict[str, Any], Field(default_factory=dict)),
     )

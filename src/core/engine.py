@@ -15,7 +15,7 @@ from infermatrix.core.process import ChildProcess
 from infermatrix.core.redact import redact_argv, redact_text, shell_join
 from infermatrix.core.types import EngineInfo
 
-__all__ = ["Engine", "LaunchedEngine", "EngineError", "free_port"]
+__all__ = ["Engine", "LaunchedEngine", "EngineError", "free_port", "normalize_base_url", "probe_reachable"]
 
 
 class EngineError(RuntimeError):
@@ -28,6 +28,41 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def normalize_base_url(url: str | None) -> str:
+    """``http://host:8000/v1/`` -> ``http://host:8000`` (paths are added per endpoint)."""
+    url = (url or "").rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def probe_reachable(
+    client: httpx.AsyncClient, base_url: str, timeout_s: float, headers: dict[str, str] | None = None
+) -> str | None:
+    """Why ``base_url`` can't be used (nothing answers, or it refuses the API key), or ``None``.
+
+    Any other HTTP status counts as an answer: a server still loading (``/health`` 503) is
+    reachable, and waiting for it to be ready is ``wait_ready``'s job.
+    """
+    url = normalize_base_url(base_url)
+    try:
+        await client.get(f"{url}/health", timeout=timeout_s)
+        models = await client.get(f"{url}/v1/models", headers=headers, timeout=timeout_s)
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol):
+        return f"{base_url!r} is not an http:// or https:// URL"
+    except httpx.TimeoutException:
+        return f"no answer from {url} within {timeout_s:g} s"
+    except httpx.HTTPError as exc:
+        return f"cannot reach {url} ({_why(exc)})"
+    if models.status_code in (401, 403):
+        how = "the API key given" if headers and headers.get("Authorization") else "no API key (give engine.api_key_env or --api-key-env)"
+        return f"{url} refused {how}: /v1/models answered {models.status_code}"
+    return None
+
+
 class Engine:
     """An engine reached over HTTP at ``base_url``. This base class attaches to a running server."""
 
@@ -37,9 +72,7 @@ class Engine:
         self.config = config
         self.workdir = workdir
         self.api_key = config.api_key()
-        self.base_url = (config.base_url or "").rstrip("/")
-        if self.base_url.endswith("/v1"):
-            self.base_url = self.base_url[: -len("/v1")]
+        self.base_url = normalize_base_url(config.base_url)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -58,11 +91,42 @@ class Engine:
     async def stop(self) -> None:
         """Shut the server down (nothing to do when attaching)."""
 
+    attach = True  # attached: someone else runs the server (launch mode sets False)
+
     def alive(self) -> bool:
         return True
 
+    def kill(self) -> None:
+        """Stop at once, no grace (a second Ctrl-C). Nothing to do when attaching."""
+
+    def exit_note(self) -> str:
+        """How the engine process ended, in words ('' when attached)."""
+        return ""
+
     def log_tail(self, lines: int = 20) -> str:
         return ""
+
+    async def healthy(self, client: httpx.AsyncClient, timeout_s: float = 5.0) -> str | None:
+        """One ``/health`` probe: ``None`` when it answers 200, else why not."""
+        try:
+            r = await client.get(f"{self.base_url}/health", headers=self.headers, timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            return self.redact(_why(exc))
+        return None if r.status_code == 200 else f"/health answered {r.status_code}"
+
+    async def recover(self, client: httpx.AsyncClient) -> str:
+        """After the engine went down: bring it back (launch) or wait for it (attach), bounded.
+
+        Returns what was done, for the user; raises :class:`EngineError` when it stays down.
+        """
+        wait = self.config.reconnect_timeout_s
+        try:
+            await self.wait_ready(client, wait)
+        except EngineError:
+            raise EngineError(
+                f"{self.base_url} did not come back within {wait:g} s (engine.reconnect_timeout_s); finished cells are kept"
+            ) from None
+        return f"{self.base_url} is back"
 
     async def wait_ready(self, client: httpx.AsyncClient, timeout_s: float) -> None:
         """Ready = ``/health`` answers 200 and ``/v1/models`` answers, within ``timeout_s``."""
@@ -70,13 +134,15 @@ class Engine:
         last = "no answer"
         while True:
             if not self.alive():
-                raise EngineError(f"{self.kind} exited before it was ready{self._tail_note()}")
+                raise EngineError(f"{self.kind} {self.exit_note() or 'exited'} before it was ready{self._tail_note()}")
             try:
                 health = await client.get(f"{self.base_url}/health", headers=self.headers, timeout=5)
                 if health.status_code == 200:
                     models = await client.get(f"{self.base_url}/v1/models", headers=self.headers, timeout=5)
                     if models.status_code == 200:
                         return
+                    if models.status_code in (401, 403):  # an answer, not a server still loading
+                        raise EngineError(f"{self.kind} at {self.base_url} refused the API key (/v1/models answered {models.status_code})")
                     last = f"/v1/models answered {models.status_code}"
                 else:
                     last = f"/health answered {health.status_code}"
@@ -130,6 +196,7 @@ class LaunchedEngine(Engine):
             self.base_url = f"http://{self.host}:{self.port}"
         self.log_path = workdir / f"{self.kind}.log"
         self.child: ChildProcess | None = None
+        self.restarts = 0
 
     def command(self) -> list[str]:
         """The argv that starts the server on ``self.host:self.port``."""
@@ -151,12 +218,44 @@ class LaunchedEngine(Engine):
         self.child.start()
 
     async def stop(self) -> None:
-        if self.child is not None:
-            child, self.child = self.child, None
-            await anyio.to_thread.run_sync(child.stop)
+        child = self.child
+        if child is not None:
+            try:
+                # In a thread: stopping waits out grace periods. self.child stays set meanwhile, so kill() reaches it.
+                await anyio.to_thread.run_sync(child.stop)
+            finally:
+                self._last_exit = child.exit_note()
+                if self.child is child:
+                    self.child = None
 
     def alive(self) -> bool:
         return self.attach or (self.child is not None and self.child.alive())
 
+    def kill(self) -> None:
+        if self.child is not None:
+            self.child.kill_now()
+
+    def exit_note(self) -> str:
+        if self.attach:
+            return ""
+        return self.child.exit_note() if self.child is not None else getattr(self, "_last_exit", "was never started")
+
     def log_tail(self, lines: int = 20) -> str:
-        return self.child.log_tail(lines) if self.child else ""
+        if self.child is not None:
+            return self.child.log_tail(lines)
+        try:  # after stop(): the log file is still there
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    async def recover(self, client: httpx.AsyncClient) -> str:
+        if self.attach:
+            return await super().recover(client)
+        limit = self.config.max_restarts
+        if self.restarts >= limit:
+            raise EngineError(f"{self.kind} went down again after {self.restarts} restart(s) (engine.max_restarts = {limit}){self._tail_note()}")
+        self.restarts += 1
+        await self.stop()  # what is left of the old process group
+        await self.start()
+        await self.wait_ready(client, self.config.ready_timeout_s)
+        return f"{self.kind} restarted ({self.restarts} of at most {limit})"

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +16,30 @@ import psutil
 __all__ = ["ChildProcess", "stop_all_children"]
 
 _LIVE: set["ChildProcess"] = set()
+_PR_SET_PDEATHSIG = 1
+
+
+def _parent_death_signal() -> object | None:
+    """A ``preexec_fn`` that asks Linux to SIGTERM the child if this process dies, even by SIGKILL.
+
+    Prepared here, in the parent, so the forked child runs nothing but one libc call. The kernel
+    ties the signal to the thread that forks; engines are started from the event-loop thread,
+    which lives as long as the run.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def set_pdeathsig() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died between fork and prctl
+            os._exit(1)
+
+    return set_pdeathsig
 
 
 class ChildProcess:
@@ -25,6 +51,7 @@ class ChildProcess:
         self.env = env
         self.display = display or " ".join(argv)  # redacted form, for logs and errors
         self.proc: subprocess.Popen[bytes] | None = None
+        self._hurry = False  # kill_now() was called: stop() skips the grace periods
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -39,6 +66,7 @@ class ChildProcess:
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, **(self.env or {})},
                 start_new_session=True,  # own process group: one signal reaches the whole tree
+                preexec_fn=_parent_death_signal(),  # and it goes down with us, however we go down
             )
         finally:
             log.close()
@@ -53,6 +81,29 @@ class ChildProcess:
 
     def returncode(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
+
+    def exit_note(self) -> str:
+        """How it ended, in words ("exited with code 3", "was killed by SIGKILL"), or "is running"."""
+        rc = self.returncode()
+        if rc is None:
+            return "is running" if self.proc is not None else "was never started"
+        if rc < 0:
+            try:
+                return f"was killed by {signal.Signals(-rc).name}"
+            except ValueError:
+                return f"was killed by signal {-rc}"
+        return f"exited with code {rc}"
+
+    def kill_now(self) -> None:
+        """SIGKILL the group and every descendant at once (a second Ctrl-C); a running stop() returns soon."""
+        self._hurry = True
+        if self.proc is None:
+            return
+        try:
+            tree = [psutil.Process(self.proc.pid), *psutil.Process(self.proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            tree = []
+        _signal_tree(self.proc.pid, tree, signal.SIGKILL)
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -73,23 +124,31 @@ class ChildProcess:
         for sig, wait in ((signal.SIGINT, grace_s * 0.6), (signal.SIGTERM, grace_s * 0.4), (signal.SIGKILL, 5.0)):
             if self.proc.poll() is not None and not any(_alive(p) for p in tree):
                 break
-            try:
-                os.killpg(self.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-            for p in tree:  # descendants that left the group
-                try:
-                    p.send_signal(sig)
-                except psutil.Error:
-                    pass
+            if self._hurry and sig != signal.SIGKILL:
+                continue
+            _signal_tree(self.proc.pid, tree, sig)
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None and not any(_alive(p) for p in tree):
+                    break
+                if self._hurry and sig != signal.SIGKILL:
                     break
                 time.sleep(0.05)
         try:
             self.proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
+            pass
+
+
+def _signal_tree(pgid: int, tree: list[psutil.Process], sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in tree:  # descendants that left the group
+        try:
+            p.send_signal(sig)
+        except psutil.Error:
             pass
 
 

@@ -1,12 +1,20 @@
-"""The run: engine ready -> capacity -> prompts -> prefill probes -> decode cells -> store (DESIGN §1–2)."""
+"""The run: engine ready -> capacity -> prompts -> prefill probes -> decode cells -> store (DESIGN §1–2).
+
+Reliability (docs/reliability.md): every finished cell is committed before the next starts; an
+engine that goes down is noticed (process exit, or consecutive connection failures and a failed
+health probe), its cell is saved as ``error`` with the reason and the log tail, and the engine is
+restarted (launch) or waited for (attach); the first SIGINT/SIGTERM closes the open streams, saves
+the partial cell as ``interrupted`` and shuts the engine down; a second kills the engine at once.
+"""
 
 from __future__ import annotations
 
 import platform
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import anyio
 import httpx
@@ -17,22 +25,36 @@ from rich.console import Console
 from infermatrix import __version__
 from infermatrix.core.cell import CellRunner
 from infermatrix.core.config import ConfigError
-from infermatrix.core.engine import Engine, EngineError
+from infermatrix.core.contexts import format_context
+from infermatrix.core.engine import Engine, EngineError, probe_reachable
 from infermatrix.core.planning import over_capacity_reason, prefill_target
 from infermatrix.core.progress import RunProgress
+from infermatrix.core.redact import redact_text
 from infermatrix.core.store import Store
+from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.tokenizer import pick_tokenizer
-from infermatrix.core.types import Capacity, CellResult, EngineInfo, PrefillResult, Prompt
+from infermatrix.core.types import Capacity, CellResult, EngineInfo, PrefillResult, Prompt, RequestRecord
 
-__all__ = ["RunOutcome", "execute_run", "resolve_capacity"]
+__all__ = ["RunOutcome", "execute_run", "resolve_capacity", "check_matrix", "known_max_model_len", "WatchedTransport"]
+
+# The engine is suspected down after this many connection failures in a row (then /health decides).
+CONNECT_FAILURES = 3
+# The run stops (failed) after this many measured cells/probes in a row in which no request succeeded
+# while the engine kept answering /health: it is rejecting everything (bad key, overloaded, broken).
+REJECTED_UNITS = 3
+# Request-specific answers that say nothing about the engine as a whole (e.g. a too-long prompt).
+_REQUEST_SPECIFIC = ("HTTP 400", "HTTP 404", "HTTP 413", "HTTP 422")
+_FAILED = ("ok", "cancelled")  # outcomes that are not failures
 
 
 @dataclass
 class RunOutcome:
-    run_id: str
+    run_id: str | None
     status: str  # completed | interrupted | failed
     error: str | None = None
     cells: dict[str, int] = field(default_factory=dict)
+    hard_stop: bool = False  # a second signal: the engine was killed, the run stopped at once
+    nothing_to_do: bool = False  # resume: every cell was already stored
 
 
 def resolve_capacity(pm: pluggy.PluginManager, cfg: BaseModel, info: EngineInfo, metrics_text: str | None) -> Capacity:
@@ -50,6 +72,60 @@ def resolve_capacity(pm: pluggy.PluginManager, cfg: BaseModel, info: EngineInfo,
     return Capacity(kv_tokens=None, max_seqs=None, source="unknown: assumed unlimited (no metrics, no config)")
 
 
+def known_max_model_len(cfg: BaseModel) -> tuple[int | None, str]:
+    """``max_model_len`` as known before anything is launched, and where it comes from."""
+    eng = cfg.engine
+    if eng.max_model_len is not None:
+        return eng.max_model_len, "engine.max_model_len"
+    known = getattr(eng, "known_max_model_len", None)  # engine configs that know it (a sim profile)
+    if callable(known):
+        try:
+            value = known()
+        except ConfigError:
+            value = None
+        if value is not None:
+            return value, f"the {eng.kind} engine's configuration"
+    return None, ""
+
+
+def check_matrix(cfg: BaseModel) -> None:
+    """A matrix that can't run, found before launch: a decode row whose prompt plus output exceeds
+    ``max_model_len``. (Prefill rows are capped to fit instead, and said so.)"""
+    limit, source = known_max_model_len(cfg)
+    m = cfg.matrix
+    if limit is None:
+        return
+    bad = [c for c in m.contexts if c + m.max_output > limit]
+    if bad:
+        rows = ", ".join(format_context(c) for c in bad)
+        raise ConfigError(
+            f"matrix.contexts: {rows} + {m.max_output} output tokens exceeds max_model_len {limit} ({source}); "
+            "lower matrix.contexts or matrix.max_output"
+        )
+
+
+class WatchedTransport(httpx.AsyncBaseTransport):
+    """The client's transport, counting connection failures in a row (any request, any stream)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport):
+        self.inner = inner
+        self.consecutive = 0
+        self.last_error = ""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            response = await self.inner.handle_async_request(request)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            self.consecutive += 1
+            self.last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise
+        self.consecutive = 0
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 async def _get_metrics(client: httpx.AsyncClient, engine: Engine) -> str | None:
     try:
         r = await client.get(f"{engine.base_url}/metrics", headers=engine.headers, timeout=10)
@@ -58,70 +134,297 @@ async def _get_metrics(client: httpx.AsyncClient, engine: Engine) -> str | None:
     return r.text if r.status_code == 200 else None
 
 
-class _Interrupted(Exception):
-    pass
+class _EngineDown(Exception):
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+@dataclass
+class _Signals:
+    first: str | None = None  # the name of the first signal received
+    hard: bool = False  # a second one came
 
 
 async def execute_run(
-    pm: pluggy.PluginManager, cfg: BaseModel, store: Store, console: Console, *, run_id: str | None = None
+    pm: pluggy.PluginManager, cfg: BaseModel, store: Store, console: Console, *,
+    run_id: str | None = None, retry_errors: bool = False,
 ) -> RunOutcome:
-    """Run the whole matrix; every finished cell is committed before the next starts."""
-    resumed = run_id is not None
-    if run_id is None:
-        run_id = store.create_run(
+    """Run the whole matrix; every finished cell is committed before the next starts.
+
+    ``run_id`` resumes a stored run: only its missing cells run (and its ``error`` cells too with
+    ``retry_errors``). Raises :class:`ConfigError` for user mistakes found before the run exists.
+    """
+    m = cfg.matrix
+    sig = _Signals()
+    work = anyio.CancelScope()
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    # A short connect timeout, a per-read idle timeout, no total: a decode stream may run for minutes.
+    timeout = httpx.Timeout(connect=m.connect_timeout_s, read=m.idle_timeout_s, write=30, pool=None)
+    transport = WatchedTransport(httpx.AsyncHTTPTransport(limits=limits))
+    engine: Engine | None = None
+
+    async def watch_signals() -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                name = signal.Signals(signum).name
+                if sig.first is None:
+                    sig.first = name
+                    console.print(
+                        f"\n[yellow]{name}[/]: stopping — closing open streams, saving the partial cell, shutting the "
+                        "engine down (send it again to stop at once)", highlight=False,
+                    )
+                    work.cancel()
+                elif not sig.hard:
+                    sig.hard = True
+                    console.print(f"[yellow]{name}[/] again: killing the engine and stopping at once", highlight=False)
+                    if engine is not None:
+                        engine.kill()
+
+    async def body(client: httpx.AsyncClient) -> RunOutcome:
+        nonlocal engine, run_id
+        outcome = RunOutcome(run_id=run_id, status="interrupted")
+        created = False
+        try:
+            with work:
+                opened = await _open_run(pm, cfg, store, client, run_id, retry_errors)
+                run_id, engine, todo = opened
+                outcome.run_id = run_id
+                if todo is None:
+                    outcome.status, outcome.nothing_to_do = "completed", True
+                    return outcome
+                created = True
+                outcome.status = "failed"
+                await _run_matrix(pm, cfg, store, console, engine, client, transport, run_id, todo, outcome)
+            outcome.status = "interrupted" if sig.first else "completed"
+        except EngineError as exc:
+            outcome.status, outcome.error = "failed", engine.redact(str(exc)) if engine else str(exc)
+        except BaseException as exc:  # a bug or a store failure: the run is failed, and the error shown
+            if created:
+                outcome.status, outcome.error = "failed", engine.redact(f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            if created:
+                with anyio.CancelScope(shield=True):
+                    if sig.first and outcome.status != "failed":
+                        outcome.status = "interrupted"
+                    if not engine.attach:
+                        console.print(f"  {engine.kind} killed" if sig.hard else f"  stopping {engine.kind} …", highlight=False)
+                    await engine.stop()
+                    store.finish_run(run_id, outcome.status, error=outcome.error)
+                    outcome.hard_stop = sig.hard
+        return outcome
+
+    error: BaseException | None = None
+    outcome: RunOutcome | None = None
+    async with httpx.AsyncClient(transport=transport, timeout=timeout) as client:
+        async with anyio.create_task_group() as outer:  # the signal watcher lives until the engine is down and the run saved
+            outer.start_soon(watch_signals)
+            try:
+                outcome = await body(client)
+            except Exception as exc:  # raised below, not wrapped in the task group's ExceptionGroup
+                error = exc
+            finally:
+                outer.cancel_scope.cancel()
+    if error is not None:
+        raise error
+    assert outcome is not None
+    return outcome
+
+
+async def _open_run(
+    pm: pluggy.PluginManager, cfg: BaseModel, store: Store, client: httpx.AsyncClient, run_id: str | None, retry_errors: bool,
+) -> tuple[str, Engine, tuple[list[int], list[tuple[int, int]]] | None] | None:
+    """Check what can be checked, then create (or reopen) the run and its engine object."""
+    m = cfg.matrix
+    if cfg.engine.base_url:  # attach: nothing answering there is a user mistake, found before the run exists
+        key = cfg.engine.api_key()
+        why = await probe_reachable(client, cfg.engine.base_url, m.connect_timeout_s, {"Authorization": f"Bearer {key}"} if key else None)
+        if why:
+            hint = "" if "API key" in why else "; is the server running?"
+            raise ConfigError(redact_text(f"engine.base_url: {why}{hint}", [key] if key else []))
+    cells = [(c, n) for c in m.contexts for n in m.concurrency]
+    if run_id is not None:
+        done = store.done_cells(run_id, retry_errors=retry_errors)
+        done_prefill = store.done_prefill(run_id)
+        if retry_errors:
+            _, errs = store.query("SELECT context_tokens FROM prefill WHERE run_id = ? AND status = 'error'", [run_id])
+            done_prefill -= {int(r[0]) for r in errs}
+        todo = ([c for c in m.prefill_contexts if c not in done_prefill], [c for c in cells if c not in done])
+        if not todo[0] and not todo[1]:
+            if (store.get_run(run_id) or {}).get("status") != "completed":
+                store.finish_run(run_id, "completed")
+            return run_id, None, None  # type: ignore[return-value]
+        new = False
+    else:
+        run_id = new_run_id()
+        todo = (list(m.prefill_contexts), cells)
+        new = True
+    workdir = store.run_dir(run_id)
+    engine: Engine | None = pm.hook.launch_engine(config=cfg.engine, workdir=workdir)
+    if engine is None:
+        if new:
+            try:
+                workdir.rmdir()
+            except OSError:
+                pass
+        raise ConfigError(f"engine.kind: no plugin launches engine kind {cfg.engine.kind!r}")
+    if new:
+        store.create_run(
             {
+                "run_id": run_id,
                 "engine": cfg.engine.kind,
                 "model": cfg.engine.model,
                 "config": cfg.model_dump(mode="json"),
                 "tool_version": __version__,
                 "host": platform.node(),
-                "api": cfg.matrix.api,
-                "prompt_mode": cfg.matrix.prompt_mode,
+                "api": m.api,
+                "prompt_mode": m.prompt_mode,
                 "status": "running",
             }
         )
     else:
-        store.update_run(run_id, status="running", finished_at=None)
-    workdir = store.run_dir(run_id)
-    engine: Engine | None = pm.hook.launch_engine(config=cfg.engine, workdir=workdir)
-    if engine is None:
-        store.finish_run(run_id, "failed")
-        raise ConfigError(f"engine.kind: no plugin launches engine kind {cfg.engine.kind!r}")
-    outcome = RunOutcome(run_id=run_id, status="failed")
-    interrupted = anyio.Event()
+        store.update_run(run_id, status="running", finished_at=None, error=None)
+    return run_id, engine, todo
 
-    async def watch_signals(scope: anyio.CancelScope) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for _ in signals:
-                interrupted.set()
-                scope.cancel()
-                return
 
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    timeout = httpx.Timeout(connect=cfg.matrix.connect_timeout_s, read=cfg.matrix.idle_timeout_s, write=30, pool=None)
-    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+async def _guarded(engine: Engine, client: httpx.AsyncClient, transport: WatchedTransport, fn: Callable[[], Awaitable[Any]]) -> Any:
+    """``await fn()`` while watching the engine; raises :class:`_EngineDown` (and cancels ``fn``) when it goes down."""
+    result: Any = None
+    down: str | None = None
+
+    error: Exception | None = None
+
+    async def work(scope: anyio.CancelScope) -> None:
+        nonlocal result, down, error
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(watch_signals, tg.cancel_scope)
-                try:
-                    await _run_matrix(pm, cfg, store, console, engine, client, run_id, resumed, outcome)
-                finally:
-                    tg.cancel_scope.cancel()
-            outcome.status = "interrupted" if interrupted.is_set() else "completed"
-        except EngineError as exc:
-            outcome.status, outcome.error = "failed", engine.redact(str(exc))
-        finally:
-            with anyio.CancelScope(shield=True):
-                if interrupted.is_set():
-                    outcome.status = "interrupted"
-                await engine.stop()
-                store.finish_run(run_id, outcome.status, error=outcome.error)
-    return outcome
+            result = await fn()
+        except httpx.HTTPError as exc:  # outside a request's own accounting (prompts, gauges): is it the engine?
+            why = await engine.healthy(client, 5)
+            if why is None:
+                error = exc
+            else:
+                down = f"{type(exc).__name__}: {exc}; health probe: {why}"
+        except Exception as exc:  # re-raised below, not wrapped in the task group's ExceptionGroup
+            error = exc
+        scope.cancel()
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        nonlocal down
+        transport.consecutive = 0
+        while True:
+            await anyio.sleep(0.1)
+            if not engine.alive():
+                down = f"{engine.kind} {engine.exit_note()}"
+                break
+            if transport.consecutive >= CONNECT_FAILURES:
+                last = transport.last_error
+                why = await engine.healthy(client, 5)
+                if why is not None:
+                    down = f"{engine.kind} at {engine.base_url} stopped answering ({last}; health probe: {why})"
+                    break
+                transport.consecutive = 0
+        scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(work, tg.cancel_scope)
+        tg.start_soon(watch, tg.cancel_scope)
+    if error is not None:
+        raise error
+    if down is not None:
+        raise _EngineDown(down)
+    return result
+
+
+def _count(records: list[RequestRecord]) -> dict[str, Any]:
+    failed = [r for r in records if r.outcome not in _FAILED]
+    return {"requests": len(records), "failed_requests": len(failed), "outcomes": dict(Counter(r.outcome for r in records))}
+
+
+def _account(result: CellResult, warm: list[RequestRecord]) -> None:
+    """Every request counts: failed warm-ups join the cell's requests, and the success rate is stored."""
+    f = result.flags
+    if "requests" not in f:  # a cell that ended before its window (every warm-up failed, engine down ...)
+        f.update(_count(result.requests))
+        f["warmup_requests"] = len(warm)
+        f["warmup_failed"] = sum(1 for r in warm if r.outcome not in _FAILED)
+    else:
+        warm_failed = [r for r in warm if r.outcome not in _FAILED and r not in result.requests]
+        f["warmup_requests"] = len(warm)
+        f["warmup_failed"] = len(warm_failed)
+        if warm_failed:
+            result.requests = [*warm_failed, *result.requests]
+            f["requests"] += len(warm_failed)
+            f["failed_requests"] += len(warm_failed)
+            outcomes = Counter(f.get("outcomes") or {})
+            outcomes.update(r.outcome for r in warm_failed)
+            f["outcomes"] = dict(outcomes)
+            if result.status == "valid":
+                result.status = "error"
+                result.reason = (
+                    f"{len(warm_failed)} of {len(warm)} warm-up requests failed "
+                    f"({dict(Counter(r.outcome for r in warm_failed))}): {warm_failed[0].error}"
+                )
+    n, bad = f["requests"], f["failed_requests"]
+    f["success_rate"] = round((n - bad) / n, 4) if n else None
+
+
+def _validity(result: CellResult, m: Any, v: Any) -> None:
+    """The rules a measured cell's numbers must meet, stored per cell; a miss is never a clean number."""
+    if result.measured_s is None:
+        return
+    f = result.flags
+    n = result.concurrency
+    requests, failed = f.get("requests") or 0, f.get("failed_requests") or 0
+    checks: dict[str, dict[str, Any]] = {
+        "window_s": {"value": round(result.measured_s, 3), "min": round(v.min_window_fraction * m.duration_s, 3)},
+        "output_tokens": {"value": result.output_tokens or 0, "min": v.min_output_tokens},
+        "active_fraction": {"value": round((result.avg_active or 0.0) / n, 4), "min": v.min_active_fraction},
+        "error_rate": {"value": round(failed / requests, 4) if requests else 1.0, "max": v.max_error_rate},
+    }
+    misses = []
+    for name, c in checks.items():
+        c["ok"] = c["value"] >= c["min"] if "min" in c else c["value"] <= c["max"]
+        if not c["ok"]:
+            bound = f">= {c['min']}" if "min" in c else f"<= {c['max']}"
+            misses.append(f"{name} {c['value']} (needs {bound})")
+    f["validity"] = {"ok": not misses, "checks": checks}
+    if misses and result.status == "valid":
+        result.status, result.reason = "error", "invalid measurement: " + "; ".join(misses)
+
+
+def _redact_result(engine: Engine, result: CellResult | PrefillResult) -> None:
+    secrets = [engine.api_key] if engine.api_key else []
+    if not secrets:
+        return
+    result.reason = redact_text(result.reason, secrets) if result.reason else result.reason
+    for r in getattr(result, "requests", []):
+        if r.error:
+            r.error = redact_text(r.error, secrets)
+        if r.text:
+            r.text = redact_text(r.text, secrets)
+    flags = getattr(result, "flags", None)
+    if flags and isinstance(flags.get("engine_log_tail"), str):
+        flags["engine_log_tail"] = redact_text(flags["engine_log_tail"], secrets)
+
+
+def _rejected_everything(result: CellResult | PrefillResult) -> bool | None:
+    """True: no request of this unit succeeded, for a reason that is not the request's own shape.
+    None: the unit sent nothing (over capacity), so it says nothing."""
+    if result.status == "over_capacity":
+        return None
+    if isinstance(result, PrefillResult):
+        return result.status == "error" and not (result.reason or "").startswith(_REQUEST_SPECIFIC)
+    if result.status != "error" or (result.flags.get("outcomes") or {}).get("ok"):
+        return False
+    errors = [r.error or "" for r in result.requests if r.outcome not in _FAILED]
+    return bool(errors) and not all(e.startswith(_REQUEST_SPECIFIC) for e in errors)
 
 
 async def _run_matrix(
     pm: pluggy.PluginManager, cfg: BaseModel, store: Store, console: Console, engine: Engine,
-    client: httpx.AsyncClient, run_id: str, resumed: bool, outcome: RunOutcome,
+    client: httpx.AsyncClient, transport: WatchedTransport, run_id: str,
+    todo: tuple[list[int], list[tuple[int, int]]], outcome: RunOutcome,
 ) -> None:
     m = cfg.matrix
     console.print(f"[bold]infermatrix[/] run [cyan]{run_id}[/]: starting {engine.kind} engine" + (f" at {engine.base_url}" if engine.base_url else ""))
@@ -144,46 +447,99 @@ async def _run_matrix(
         f"  {info.engine} {info.version or ''} · model {info.model} · max_model_len {max_model_len or '?'} · "
         f"KV {capacity.kv_tokens if capacity.kv_tokens is not None else 'unlimited'} tokens ({capacity.source})"
     )
-    done = store.done_cells(run_id) if resumed else set()
-    done_prefill = store.done_prefill(run_id) if resumed else set()
-    cells = [(c, n) for c in m.contexts for n in m.concurrency]
     runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops, pm=pm, tokenizer=tokenizer, id_prefix=run_id)
     prompts: dict[tuple[int, int], Prompt] = {}
     sources: set[str] = set()  # token sources of the valid cells, for the run's header
+    rejected = 0  # units in a row in which the engine failed every request
 
     async def prompt_for(ctx: int, stream: int) -> Prompt:
         if (ctx, stream) not in prompts:
             prompts[(ctx, stream)] = await workload.prompt(ctx, f"decode/{ctx}/s{stream}")
         return prompts[(ctx, stream)]
 
-    todo_prefill = [c for c in m.prefill_contexts if c not in done_prefill]
-    todo_cells = [(c, n) for c, n in cells if (c, n) not in done]
+    async def ensure_up() -> None:
+        if not engine.alive():  # it died between cells: nothing to blame, bring it back
+            console.print(f"  [red]{engine.kind} {engine.exit_note()}[/] between cells", highlight=False)
+            console.print(f"  {await engine.recover(client)}", highlight=False)
+
+    async def went_down(why: str) -> tuple[str, dict[str, Any]]:
+        tail = engine.redact(engine.log_tail(20))
+        last = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "")
+        reason = engine.redact(f"engine down during this cell: {why}" + (f"; last log line: {last}" if last else ""))
+        console.print(f"  [red]{reason}[/]", highlight=False)
+        console.print(f"  {'restarting ' + engine.kind if not engine.attach else f'waiting up to {cfg.engine.reconnect_timeout_s:g} s for {engine.base_url} to come back'} …", highlight=False)
+        return reason, {"engine_down": engine.redact(why), "engine_log_tail": tail}
+
+    def judge(result: CellResult | PrefillResult) -> None:
+        nonlocal rejected
+        verdict = _rejected_everything(result)
+        if verdict is None:
+            return
+        rejected = rejected + 1 if verdict else 0
+        if rejected >= REJECTED_UNITS:
+            raise EngineError(
+                f"the engine answers but failed every request of the last {rejected} cells/probes; stopping. Last: {result.reason}"
+            )
+
+    todo_prefill, todo_cells = todo
     with RunProgress(console, len(todo_prefill) + len(todo_cells)) as progress:
         runner.on_tokens, runner.on_phase = progress.on_tokens, progress.on_phase
         for ctx in todo_prefill:
             label = progress.cell_label(ctx)
             progress.cell(label)
-            result = await _prefill(runner, workload, ctx, max_model_len, run_id, progress)
+            await ensure_up()
+            recover = None
+            try:
+                result = await _guarded(engine, client, transport, lambda: _prefill(runner, workload, ctx, max_model_len, run_id, progress))
+            except _EngineDown as down:
+                reason, _ = await went_down(down.why)
+                result = PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None, status="error", reason=reason)
+                recover = True
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    store.save_prefill(run_id, PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None,
+                                                             status="interrupted", reason="run interrupted during this probe"))  # fmt: skip
+                raise
+            _redact_result(engine, result)
             store.save_prefill(run_id, result)
             detail = f"{result.prompt_tps:,.0f} prompt tok/s, TTFT {result.ttft_ms:,.0f} ms" if result.status == "valid" else (result.reason or "")
             progress.finished(label, result.status, detail)
+            if recover:
+                console.print(f"  {await engine.recover(client)}", highlight=False)
+            else:
+                judge(result)
         for ctx, n in todo_cells:
             label = progress.cell_label(ctx, n)
             progress.cell(label)
+            recover = None
             reason = over_capacity_reason(ctx, n, m.max_output, capacity, max_model_len, m.prompt_mode)
             if reason:
                 result = CellResult(context_tokens=ctx, concurrency=n, status="over_capacity", reason=reason)
             else:
-                if not engine.alive():
-                    raise EngineError(f"{engine.kind} died{engine._tail_note()}")
-                progress.on_phase("prompts", None)
-                cell_prompts = [await prompt_for(ctx, 0 if m.prompt_mode == "shared" else i) for i in range(n)]
+                await ensure_up()
+                started_at = time.time()
+                runner.last_warm, runner.live_records = [], []
+
+                async def measure() -> CellResult:
+                    progress.on_phase("prompts", None)
+                    cell_prompts = [await prompt_for(ctx, 0 if m.prompt_mode == "shared" else i) for i in range(n)]
+                    return await runner.measure(ctx, cell_prompts)
+
                 try:
-                    result = await runner.measure(ctx, cell_prompts)
+                    result = await _guarded(engine, client, transport, measure)
+                    _account(result, list(getattr(runner, "last_warm", None) or []))
+                    _validity(result, m, cfg.validity)
+                except _EngineDown as down:
+                    reason, flags = await went_down(down.why)
+                    result = _partial(ctx, n, "error", reason, started_at, runner, flags)
+                    recover = True
                 except anyio.get_cancelled_exc_class():
                     with anyio.CancelScope(shield=True):
-                        store.save_cell(run_id, CellResult(context_tokens=ctx, concurrency=n, status="interrupted", reason="run interrupted during this cell"))
+                        partial = _partial(ctx, n, "interrupted", "run interrupted during this cell (resume runs it again)", started_at, runner, {})
+                        _redact_result(engine, partial)
+                        store.save_cell(run_id, partial)
                     raise
+            _redact_result(engine, result)
             store.save_cell(run_id, result)
             outcome.cells[result.status] = outcome.cells.get(result.status, 0) + 1
             if result.token_source and result.status == "valid":
@@ -191,6 +547,25 @@ async def _run_matrix(
                 store.update_run(run_id, token_source=sources.pop() if len(sources) == 1 else "mixed")
                 sources.add(result.token_source)
             progress.finished(label, result.status, _cell_detail(result))
+            if recover:
+                console.print(f"  {await engine.recover(client)}", highlight=False)
+            else:
+                judge(result)
+
+
+def _partial(ctx: int, n: int, status: str, reason: str, started_at: float, runner: CellRunner, flags: dict[str, Any]) -> CellResult:
+    """A cell cut short: its status, why, and every request it had sent (no numbers)."""
+    warm = list(getattr(runner, "last_warm", None) or [])
+    records = list(getattr(runner, "live_records", None) or [])
+    requests = [*(r for r in warm if r.outcome not in _FAILED), *records]
+    result = CellResult(context_tokens=ctx, concurrency=n, status=status, reason=reason, started_at=started_at,
+                        finished_at=time.time(), requests=requests, flags=dict(flags))  # fmt: skip
+    result.flags.update(_count(requests))
+    result.flags["warmup_requests"] = len(warm)
+    result.flags["warmup_failed"] = sum(1 for r in warm if r.outcome not in _FAILED)
+    total = result.flags["requests"]
+    result.flags["success_rate"] = round((total - result.flags["failed_requests"]) / total, 4) if total else None
+    return result
 
 
 def _cell_detail(r: CellResult) -> str:

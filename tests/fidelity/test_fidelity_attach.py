@@ -39,17 +39,19 @@ def test_attach_run_matches_server_truth(attach_run):
     truth = server.truth()
     con = duckdb.connect(str(db), read_only=True)
     cells = con.execute(
-        "SELECT d.context_tokens, d.concurrency, d.status, d.total_tps, d.per_request_tps, d.tbt_ms, d.avg_active, "
-        "c.window_start, c.window_end, c.token_source FROM decode_matrix d JOIN cells c USING (run_id, context_tokens, concurrency)"
+        "SELECT context_tokens, concurrency, status, total_tps, per_request_tps, tbt_ms, avg_active, "
+        "window_start, window_end, token_source FROM cells"
     ).fetchall()
     status = {(c, n): s for c, n, s, *_ in cells}
     # KV 16,000 tokens: 8 x (2048 + 256) = 18,432 does not fit; 8 x (1024 + 256) = 10,240 does.
     assert status[(2048, 8)] == "over_capacity"
     # The profile loops at >= 2K prompts with >= 4 running.
     assert status[(2048, 4)] == "looped"
-    assert status[(1024, 1)] == status[(1024, 4)] == status[(1024, 8)] == status[(2048, 1)] == "valid"
+    # client_bound: the machine was too busy for the client; the numbers are kept and must still be right.
+    measured = {"valid", "client_bound"}
+    assert {status[(1024, 1)], status[(1024, 4)], status[(1024, 8)], status[(2048, 1)]} <= measured, status
     for ctx, n, st, total, per_req, tbt, active, ws, we, source in cells:
-        if st != "valid":
+        if st not in measured:
             continue
         t = cell_truth(truth, ws, we)
         assert source == "usage"
@@ -84,5 +86,5 @@ def test_looped_cell_keeps_evidence(attach_run):
     assert evidence and all(e[0] for e in evidence)
     # Random text is never flagged: no valid cell holds a looped request.
     assert con.execute(
-        "SELECT count(*) FROM requests r JOIN cells c USING (run_id, context_tokens, concurrency) WHERE r.looped AND c.status = 'valid'"
+        "SELECT count(*) FROM requests r JOIN cells c USING (run_id, context_tokens, concurrency) WHERE r.looped AND c.status <> 'looped'"
     ).fetchone()[0] == 0

@@ -16,6 +16,7 @@ from conftest import SimServer, run_cli
 from profiles import write_profile
 from truthlib import cell_truth, rel_err
 
+MEASURED = {"valid", "client_bound"}
 KV = 14_000  # 4 x (1024 + 256) = 5,120 fits; 8 x (2048 + 256) = 18,432 does not
 SCENARIOS = {
     # name: (api, profile fields, expected token source)
@@ -30,10 +31,10 @@ SCENARIOS = {
 def scenario(request, tmp_path_factory):
     api, fields, source = SCENARIOS[request.param]
     tmp = tmp_path_factory.mktemp(request.param)
-    # Slow prefill (150 ms base) so TTFT dwarfs the client-side HTTP overhead (1–3 ms on 2 busy cores).
+    # Slow prefill (300 ms base) so TTFT dwarfs the client-side HTTP overhead (1–3 ms on 2 busy cores).
     profile = write_profile(
         tmp / "p.toml", max_model_len=8192, kv_tokens=KV, step_base_ms=6.0, step_per_seq_ms=0.4,
-        prefill_tps=40_000.0, prefill_base_ms=150.0, **fields,
+        prefill_tps=40_000.0, prefill_base_ms=300.0, **fields,
     )
     server = SimServer(str(profile), tmp / "sim.log")
     try:
@@ -58,15 +59,17 @@ def test_decode_cells_match_truth(scenario):
     run_id = con.execute("SELECT run_id FROM runs").fetchone()[0]
     by_id = _truth_by_id(truth)
     rows = con.execute(
-        "SELECT context_tokens, concurrency, d.status, d.total_tps, d.per_request_tps, d.ttft_ms, d.tbt_ms, d.avg_active, "
-        "window_start, window_end, c.token_source FROM decode_matrix d JOIN cells c USING (run_id, context_tokens, concurrency)"
+        "SELECT context_tokens, concurrency, status, total_tps, per_request_tps, ttft_ms, tbt_ms, avg_active, "
+        "window_start, window_end, token_source FROM cells"
     ).fetchall()
     statuses = {(c, n): st for c, n, st, *_ in rows}
     expected_over = {(c, n) for c in (1024, 2048) for n in (1, 4, 8) if n * (c + 256) > KV}
     assert {k for k, v in statuses.items() if v == "over_capacity"} == expected_over
-    assert all(v == "valid" for k, v in statuses.items() if k not in expected_over), statuses
+    # client_bound: this 2-core machine was too busy for the client at that moment (see docs/metrics.md); the
+    # cell's numbers are kept in `cells` and must still be right.
+    assert all(v in MEASURED for k, v in statuses.items() if k not in expected_over), statuses
     for ctx, n, st, total, per_req, ttft, tbt, active, ws, we, src in rows:
-        if st != "valid":
+        if st not in MEASURED:
             continue
         t = cell_truth(truth, ws, we)
         assert src == source, (name, ctx, n, src)
@@ -102,14 +105,14 @@ def test_prefill_matches_truth(scenario):
 
 def test_role_only_first_chunk_is_never_the_ttft(scenario):
     name, _, truth, con = scenario
-    # Every measured TTFT includes the 150 ms prefill base: a role-only chunk would arrive in ~1 ms.
+    # Every measured TTFT includes the 300 ms prefill base: a role-only chunk would arrive in ~1 ms.
     low = con.execute("SELECT min(ttft_ms) FROM requests WHERE ttft_ms IS NOT NULL").fetchone()[0]
     assert low > 100.0, (name, low)
 
 
 def test_token_sources_reconcile(scenario):
     name, _, _, con = scenario
-    rows = con.execute("SELECT flags->>'$.tokens' FROM cells WHERE status = 'valid'").fetchall()
+    rows = con.execute("SELECT flags->>'$.tokens' FROM cells WHERE status IN ('valid', 'client_bound')").fetchall()
     import json
 
     for (raw,) in rows:

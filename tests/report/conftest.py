@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +13,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
 from imx_factories import fill_run  # noqa: E402
 
 from infermatrix.core.store import Store  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+# A small real run against the demo sim profile: 8K is a context the reference page has too.
+SIM_RUN_ARGS = (
+    "configs/demo-sim.toml", "--set", "matrix.duration_s=1", "--set", "matrix.contexts=[1024,8192]",
+    "--set", "matrix.concurrency=[1,2]", "--set", "matrix.prefill_contexts=[1024,8192]",
+)
 
 
 @pytest.fixture
@@ -25,3 +34,18 @@ def filled(store):
     """A completed reference-like run: (store, run_id, cells, prefill)."""
     run_id, cells, prefill = fill_run(store)
     return store, run_id, cells, prefill
+
+
+@pytest.fixture(scope="session")
+def sim_run_db(tmp_path_factory) -> tuple[Path, str]:
+    """A database holding one real `infermatrix run` against the sim (built once per session):
+    (path, run_id). Tests copy it before writing to it."""
+    db = tmp_path_factory.mktemp("simrun") / "sim.duckdb"
+    proc = subprocess.run(
+        [sys.executable, "-m", "infermatrix", "run", *SIM_RUN_ARGS, "--db", str(db)],
+        capture_output=True, text=True, cwd=ROOT, timeout=180, env={**os.environ, "COLUMNS": "200"},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with Store(db, read_only=True) as s:
+        run_id = s.latest_run_id()
+    return db, run_id

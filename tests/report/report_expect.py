@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from infermatrix.core.contexts import format_context
 from infermatrix.core.report.fmt import DASH, fmt_float1, fmt_int, fmt_ms, fmt_seconds, fmt_tps, status_label
 
@@ -33,3 +35,7 @@ def matrix_first_line(c) -> str:
 
 def matrix_second_line(c) -> str:
     return f"{fmt_ms(c.ttft_ms)} TTFT" if c.status == "valid" else ""
+
+
+# A copy of ../shared/reference/vllm-h200x4-qwen3.8-flash-next.txt (CI checkouts have no shared/).
+REFERENCE_PAGE = Path(__file__).resolve().parents[1] / "importer" / "data" / "vllm-h200x4-qwen3.8-flash-next.txt"

@@ -1,123 +1,219 @@
-"""Side-by-side comparison of runs, from the engine_comparison view (first run = baseline)."""
+"""Comparison reports: the wording shared by every format, and the text (rich) and Markdown renderers.
+
+Per other run: a cell-by-cell table over the cells valid in both (values of A and B and B/A per
+metric, marked better/worse by the metric's direction), the cells only one side could run, and a
+summary (geometric-mean ratio per metric); then the best run per cell over all runs.
+"""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from infermatrix.core.contexts import parse_context
-from infermatrix.core.report.data import DASH, fmt_ms, fmt_tps
+from infermatrix.core.contexts import format_context
+from infermatrix.core.report.compare_data import (
+    METRICS,
+    SAME_WITHIN,
+    Comparison,
+    Pair,
+    describe_run,
+    fmt_ratio,
+    load_comparison,
+    verdict,
+)
+from infermatrix.core.report.fmt import DASH, fmt_tps
 from infermatrix.core.report.markdown import md_escape, md_table
-from infermatrix.core.store import Store, StoreError
+from infermatrix.core.store import Store
 
-__all__ = ["Comparison", "load_comparison", "render_compare_text", "render_compare_markdown", "METRICS"]
+__all__ = [
+    "load_comparison", "render_compare_text", "render_compare_markdown", "METRICS", "MARKS", "FOOTNOTE",
+    "pair_header", "pair_rows", "one_sided_rows", "measured_by_one_lines", "summary_rows", "best_grid", "run_lines", "warning_lines",
+]
 
-# (view metric, short column title, formatter); ratios > 1 are better for throughput, worse for latency.
-METRICS = (
-    ("total_tps", "Total tok/s", fmt_tps),
-    ("per_request_tps", "Per request tok/s", fmt_tps),
-    ("ttft_ms", "TTFT", fmt_ms),
-    ("tbt_ms", "TBT", fmt_ms),
-)
+MARKS = {"better": "✓", "worse": "✗", "same": "", None: ""}
+VERDICT_STYLES = {"better": "bold green", "worse": "bold red", "same": "dim", None: ""}
 FOOTNOTE = (
-    "Cells valid in both runs. B/A > 1 means more tok/s in B, or more latency in B "
-    "(TTFT, TBT = time between tokens). Latencies are medians."
+    f"Cells valid in both runs; ratio = other run / A. ✓ the other run is better, ✗ worse, by more than "
+    f"{SAME_WITHIN:.0%} (more tok/s is better; less TTFT and TBT — time between tokens — is better). Latencies are medians."
 )
 
 
-@dataclass
-class Comparison:
-    """Baseline run ``a`` against each other run: ``pairs[b] = [(context_label, concurrency, {metric: (a, b, ratio)})]``."""
-
-    runs: dict[str, dict[str, Any]]
-    baseline: str
-    pairs: dict[str, list[tuple[str, int, dict[str, tuple]]]]
+def run_lines(cmp: Comparison) -> list[str]:
+    return [f"{cmp.letters[rid]} = {describe_run(run)}" for rid, run in cmp.runs.items()]
 
 
-def _describe(run: dict[str, Any]) -> str:
-    bits = [run.get("engine"), run.get("engine_version"), run.get("model")]
-    return f"{run['run_id']} ({' · '.join(b for b in bits if b)})"
-
-
-def load_comparison(store: Store, run_ids: list[str]) -> Comparison:
-    """Resolve the ids (prefixes ok) and fetch baseline-vs-each pairs from engine_comparison."""
-    if len(run_ids) < 2:
-        raise StoreError("compare needs at least two runs")
-    ids = [store.resolve_run(r) for r in run_ids]
-    if len(set(ids)) != len(ids):
-        raise StoreError("the same run was given twice")
-    runs = {i: store.get_run(i) for i in ids}
-    base = ids[0]
-    pairs = {}
-    for other in ids[1:]:
-        cols, rows = store.query(
-            "SELECT context_label, concurrency, metric, value_a, value_b, ratio FROM engine_comparison "
-            "WHERE run_a = ? AND run_b = ?",
-            [base, other],
-        )
-        cells: dict[tuple[str, int], dict[str, tuple]] = {}
-        for label, n, metric, a, b, ratio in rows:
-            cells.setdefault((label, n), {})[metric] = (a, b, ratio)
-        ordered = sorted(cells.items(), key=lambda kv: (parse_context(kv[0][0]), kv[0][1]))
-        pairs[other] = [(label, n, m) for (label, n), m in ordered]
-    return Comparison(runs=runs, baseline=base, pairs=pairs)
-
-
-def _ratio(r: float | None) -> str:
-    return DASH if r is None else f"×{r:.2f}"
-
-
-def _rows(cells: list[tuple[str, int, dict[str, tuple]]]) -> list[list[str]]:
+def warning_lines(cmp: Comparison) -> list[str]:
+    """The method-differs warning (one line) and what some runs do not record."""
     out = []
-    for label, n, metrics in cells:
-        row = [label, str(n)]
-        for key, _, fmt in METRICS:
-            a, b, ratio = metrics.get(key, (None, None, None))
-            row += [fmt(a), fmt(b), _ratio(ratio)]
+    if cmp.method_diffs:
+        out.append("Warning: the runs' method differs, so their numbers are not like for like — " + "; ".join(cmp.method_diffs) + ".")
+    if cmp.method_unknown:
+        out.append("Not recorded: " + "; ".join(cmp.method_unknown) + ".")
+    return out
+
+
+def pair_header(cmp: Comparison, pair: Pair) -> list[str]:
+    a, b = cmp.letters[cmp.baseline], cmp.letters[pair.run_b]
+    cols = ["Context", "Requests at once"]
+    for m in METRICS:
+        cols += [f"{m.title} {a}", f"{m.title} {b}", f"{b}/{a}"]
+    return cols
+
+
+def pair_rows(pair: Pair) -> list[list[tuple[str, str | None]]]:
+    """Cells as (text, verdict); verdict is set on ratio cells only."""
+    out = []
+    for c in pair.cells:
+        row: list[tuple[str, str | None]] = [(c.context_label, None), (str(c.concurrency), None)]
+        for m in METRICS:
+            a, b, ratio = c.values.get(m.key, (None, None, None))
+            v = verdict(m.key, ratio)
+            mark = MARKS[v]
+            row += [(m.fmt(a), None), (m.fmt(b), None), (fmt_ratio(ratio) + (f" {mark}" if mark else ""), v or "same")]
         out.append(row)
     return out
 
 
-def _header() -> list[str]:
-    cols = ["Context", "Requests at once"]
-    for _, title, _ in METRICS:
-        cols += [f"{title} A", f"{title} B", "B/A"]
-    return cols
+def one_sided_rows(cmp: Comparison, pair: Pair) -> tuple[list[str], list[list[str]]]:
+    a, b = cmp.letters[cmp.baseline], cmp.letters[pair.run_b]
+    rows = [[o.context_label, str(o.concurrency), o.a, o.b, f"only {a if o.valid_in == 'a' else b}"] for o in pair.one_sided]
+    return ["Context", "Requests at once", a, b, "Valid in"], rows
+
+
+def measured_by_one_lines(cmp: Comparison, pair: Pair) -> list[str]:
+    """Cells only one run measured at all (its matrix is larger), as one line per run."""
+    out = []
+    for side, rid in (("a", cmp.baseline), ("b", pair.run_b)):
+        keys = pair.measured_by_one.get(side, [])
+        if not keys:
+            continue
+        by_ctx: dict[int, list[int]] = {}
+        for ctx, n in keys:
+            by_ctx.setdefault(ctx, []).append(n)
+        cells = " · ".join(f"{format_context(c)} × {', '.join(map(str, ns))}" for c, ns in sorted(by_ctx.items()))
+        other = cmp.letters[pair.run_b if side == "a" else cmp.baseline]
+        out.append(f"Measured only by {cmp.letters[rid]} ({len(keys)} cell{'s' if len(keys) != 1 else ''}, not tried by {other}): {cells}")
+    return out
+
+
+def summary_rows(cmp: Comparison, pair: Pair) -> tuple[list[str], list[list[tuple[str, str | None]]]]:
+    a, b = cmp.letters[cmp.baseline], cmp.letters[pair.run_b]
+    rows = []
+    for m in METRICS:
+        g = pair.geomean.get(m.key)
+        v = verdict(m.key, g)
+        counts = pair.verdicts.get(m.key, {})
+        n = len(pair.cells)
+        tally = f"{counts.get('better', 0)} better · {counts.get('worse', 0)} worse · {counts.get('same', 0)} same, of {n}"
+        rows.append([(m.title, None), (fmt_ratio(g) + (f" {MARKS[v]}" if MARKS[v] else ""), v or "same"), (tally, None)])
+    return ["Metric", f"Geometric mean {b}/{a}", "Cells"], rows
+
+
+WIDE = 170  # below this the text report splits the cell table into throughput and latency
+
+
+def _cell_tables(cmp: Comparison, pair: Pair, width: int) -> list[Table]:
+    header, rows = pair_header(cmp, pair), pair_rows(pair)
+    groups = [list(range(len(header)))]
+    if width < WIDE:  # Context, N, then 3 columns per metric: tok/s metrics, then latency metrics
+        groups = [[0, 1, *range(2, 8)], [0, 1, *range(8, 14)]]
+    tables = []
+    for cols in groups:
+        t = Table(header_style="bold", show_edge=False)
+        for i in cols:
+            t.add_column(header[i], justify="right")
+        for row in rows:
+            t.add_row(*(Text(row[i][0], style=VERDICT_STYLES[row[i][1]] if row[i][1] else "") for i in cols))
+        tables.append(t)
+    return tables
+
+
+def best_grid(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Best run per cell (most total tok/s): rows are contexts, columns concurrency levels."""
+    contexts = sorted({b.context_tokens for b in cmp.best})
+    concs = sorted({b.concurrency for b in cmp.best})
+    index = {(b.context_tokens, b.concurrency): b for b in cmp.best}
+    rows = []
+    for ctx in contexts:
+        row = [format_context(ctx)]
+        for n in concs:
+            b = index.get((ctx, n))
+            if b is None:
+                row.append(DASH)
+                continue
+            row.append(f"{cmp.letters[b.best]} {fmt_tps(b.total_tps)} {fmt_ratio(b.margin)}")
+        rows.append(row)
+    return ["Context", *map(str, concs)], rows
 
 
 def render_compare_text(store: Store, run_ids: list[str], console: Console) -> None:
-    """Print baseline (first run) against each other run, cell by cell (cells valid in both)."""
+    """Print the comparison of the runs (the first is the baseline A)."""
     cmp = load_comparison(store, run_ids)
     console.print(Text("Comparison", style="bold"))
-    console.print(f"A = {_describe(cmp.runs[cmp.baseline])}")
-    for other, cells in cmp.pairs.items():
+    for line in run_lines(cmp):
+        console.print(line, highlight=False)
+    for line in warning_lines(cmp):
+        console.print(Text(line, style="bold yellow" if line.startswith("Warning") else "dim"))
+    for pair in cmp.pairs.values():
+        b = cmp.letters[pair.run_b]
         console.print()
-        console.print(Text(f"B = {_describe(cmp.runs[other])}", style="bold cyan"))
-        if not cells:
+        console.print(Text(f"{b} against A: {describe_run(cmp.runs[pair.run_b])}", style="bold cyan"))
+        if pair.cells:
+            for table in _cell_tables(cmp, pair, console.width):
+                console.print(table)
+            header, rows = summary_rows(cmp, pair)
+            summary = Table(*header, header_style="bold", show_edge=False, title="Summary", title_justify="left")
+            for row in rows:
+                summary.add_row(*(Text(t, style=VERDICT_STYLES[v] if v else "") for t, v in row))
+            console.print(summary)
+        else:
             console.print(Text("No cells valid in both runs.", style="yellow"))
-            continue
-        table = Table(header_style="bold", show_edge=False)
-        for col in _header():
-            table.add_column(col, justify="right", style="bold" if col == "B/A" else "")
-        for row in _rows(cells):
-            table.add_row(*row)
-        console.print(table)
+        if pair.one_sided:
+            header, rows = one_sided_rows(cmp, pair)
+            t = Table(*header, header_style="bold", show_edge=False, title="Cells only one side could run", title_justify="left")
+            for row in rows:
+                t.add_row(*row)
+            console.print(t)
+        for line in measured_by_one_lines(cmp, pair):
+            console.print(Text(line, style="dim"))
+    if cmp.best:
+        header, rows = best_grid(cmp)
+        console.print()
+        console.print(Text("Best run per cell", style="bold"),
+                      Text("total tok/s, cells valid in two or more runs; × = lead over the next best run", style="dim"))
+        t = Table(*header, header_style="bold", show_edge=False)
+        for row in rows:
+            t.add_row(*row)
+        console.print(t)
     console.print(Text(FOOTNOTE, style="dim"))
+
+
+def _md_cells(row: list[tuple[str, str | None]]) -> list[str]:
+    return [md_escape(t) for t, _ in row]
 
 
 def render_compare_markdown(store: Store, run_ids: list[str]) -> str:
     cmp = load_comparison(store, run_ids)
-    out = ["# Comparison", "", f"A = {md_escape(_describe(cmp.runs[cmp.baseline]))}", ""]
-    for other, cells in cmp.pairs.items():
-        out += [f"## B = {md_escape(_describe(cmp.runs[other]))}", ""]
-        if not cells:
+    out = ["# Comparison", ""] + [f"- {md_escape(line)}" for line in run_lines(cmp)] + [""]
+    for line in warning_lines(cmp):
+        out += [f"> **{md_escape(line)}**" if line.startswith("Warning") else f"_{md_escape(line)}_", ""]
+    for pair in cmp.pairs.values():
+        out += [f"## {cmp.letters[pair.run_b]} against A: {md_escape(describe_run(cmp.runs[pair.run_b]))}", ""]
+        if pair.cells:
+            header = pair_header(cmp, pair)
+            out += [md_table(header, [_md_cells(r) for r in pair_rows(pair)], "r" * len(header), escape=False), ""]
+            header, rows = summary_rows(cmp, pair)
+            out += ["**Summary**", "", md_table(header, [_md_cells(r) for r in rows], "lrl", escape=False), ""]
+        else:
             out += ["_No cells valid in both runs._", ""]
-            continue
-        header = _header()
-        out += [md_table(header, _rows(cells), "r" * len(header)), ""]
+        if pair.one_sided:
+            header, rows = one_sided_rows(cmp, pair)
+            out += ["**Cells only one side could run**", "", md_table(header, rows, "rrrrl"), ""]
+        for line in measured_by_one_lines(cmp, pair):
+            out += [f"_{md_escape(line)}_", ""]
+    if cmp.best:
+        header, rows = best_grid(cmp)
+        out += ["## Best run per cell", "", "total tok/s, cells valid in two or more runs; × = lead over the next best run", "", md_table(header, rows, "r" * len(header)), ""]
     out.append(md_escape(FOOTNOTE))
     return "\n".join(out) + "\n"

@@ -1,25 +1,119 @@
-"""The report as a standalone HTML page: the terminal report, recorded and exported by rich."""
+"""The report as one self-contained HTML page: the tables of the text report plus inline SVG charts.
+
+Everything is inline (CSS, SVG); there is no script and nothing to fetch, so the file opens
+offline, can be mailed or attached to an issue, and prints.
+"""
 
 from __future__ import annotations
 
-import io
+import datetime as dt
 
-from rich.console import Console
-
+from infermatrix import __version__
+from infermatrix.core.report.charts import report_charts
 from infermatrix.core.report.data import ReportData, load_report
-from infermatrix.core.report.text import render_data
+from infermatrix.core.report.html_page import esc, page, table
+from infermatrix.core.report.layout import (
+    LONG_COLUMNS,
+    LONG_NOTE,
+    cell_notes,
+    header_sections,
+    legend_lines,
+    long_rows,
+    matrix_cell,
+    title_lines,
+)
 from infermatrix.core.store import Store
 
 __all__ = ["render_html", "html_of"]
 
 
-def html_of(d: ReportData, width: int = 220) -> str:
-    # A recording console that writes nowhere: same layout and colours as the terminal report.
-    console = Console(record=True, width=width, file=io.StringIO(), color_system="truecolor")
-    render_data(d, console)
-    return console.export_html(inline_styles=True)
+def _facts(d: ReportData) -> str:
+    cards = []
+    for name, fields in header_sections(d):
+        rows = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in fields)
+        cards.append(f'<section class="facts-{esc(name.lower())}"><h3>{esc(name)}</h3><dl>{rows}</dl></section>')
+    out = f'<div class="facts">{"".join(cards)}</div>'
+    if d.run.get("launch_command"):
+        out += f'<h2 id="launch">Launch command</h2><pre><code>{esc(d.run["launch_command"])}</code></pre>'
+    return out
 
 
-def render_html(store: Store, run_id: str | None, width: int = 220) -> str:
+def _prefill(d: ReportData) -> str:
+    if not d.prefill:
+        return ""
+    rows, classes = [], []
+    for status, c in long_rows(d)[: len(d.prefill)]:
+        rows.append([f"{c[1]} context", c[4], c[6], c[3]])
+        classes.append(f"st-{status}")
+    return (
+        '<h2 id="prefill">Prefill</h2><p class="caption">prompt tok/s by context length</p>'
+        + table(["Context", "Prompt tok/s", "TTFT", "Status"], rows, align="rrrl", cls="prefill", row_classes=classes)
+    )
+
+
+def _matrix(d: ReportData) -> str:
+    if not d.decode:
+        return ""
+    head = '<th scope="col">Context</th>' + "".join(f'<th scope="col">{n}</th>' for n in d.concurrencies)
+    body = []
+    for ctx in d.contexts:
+        cells = [d.cell(ctx, n) for n in d.concurrencies]
+        label = next(r["context_label"] for r in cells if r is not None)
+        tds = []
+        for r in cells:
+            first, second, status = matrix_cell(r)
+            if second is not None:
+                tds.append(f'<td class="st-{status}"><span class="tps">{esc(first)}</span><span class="ttft">{esc(second)}</span></td>')
+            else:
+                tds.append(f'<td class="st-{esc(status)}">{esc(first)}</td>')
+        body.append(f'<tr><th scope="row">{esc(label)}</th>{"".join(tds)}</tr>')
+    legend = "".join(f"<p>{esc(line)}</p>" for line in legend_lines(d))
+    notes = cell_notes(d)
+    listed = f'<ul class="notes">{"".join(f"<li>{esc(n)}</li>" for n in notes)}</ul>' if notes else ""
+    return (
+        '<h2 id="decode">Sustained decode</h2>'
+        '<p class="caption">total tok/s · rows are context length, columns are simultaneous requests</p>'
+        f'<div class="scroll"><table class="matrix"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+        f'<div class="legend">{legend}</div>{listed}'
+    )
+
+
+def _charts(d: ReportData) -> str:
+    charts, notes = report_charts(d)
+    if not charts:
+        return ""
+    figures = "".join(
+        f'<figure class="chart" data-chart="{esc(c.chart_id)}"><figcaption><b>{esc(c.title)}</b>{esc(c.caption)}</figcaption>{c.svg}</figure>'
+        for c in charts
+    )
+    extra = "".join(f'<p class="muted">{esc(n)}</p>' for n in notes)
+    return f'<h2 id="charts">Charts</h2><div class="charts">{figures}</div>{extra}'
+
+
+def _long(d: ReportData) -> str:
+    if not (d.prefill or d.decode):
+        return '<p class="muted">No measurements saved for this run yet.</p>'
+    lines = long_rows(d)
+    rows = [[*map(esc, c[:3]), f'<span class="st-{esc(s)}">{esc(c[3])}</span>', *map(esc, c[4:])] for s, c in lines]
+    return (
+        f'<h2 id="all">All measurements</h2><p class="caption">{esc(LONG_NOTE)}</p>'
+        + table(LONG_COLUMNS, rows, align="llrl" + "r" * 8, cls="long", row_classes=[f"st-{s}" for s, _ in lines], raw=True)
+    )
+
+
+def html_of(d: ReportData) -> str:
+    """The page for an already loaded report."""
+    title, second, summary = title_lines(d)
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    body = (
+        f'<header><h1>{esc(title)}</h1><p class="subtitle">{esc(second)}</p><p class="summary">{esc(summary)}</p></header>'
+        + _facts(d) + _prefill(d) + _matrix(d) + _charts(d) + _long(d)
+        + f"<footer>Run {esc(d.run_id)} · generated by infermatrix {esc(__version__)} at {now} from the database's views. "
+        "A self-contained page: no scripts, nothing loaded from the network.</footer>"
+    )
+    return page(f"{title} · {second} · {d.run_id}", body)
+
+
+def render_html(store: Store, run_id: str | None) -> str:
     """The report of ``run_id`` (prefix ok; ``None`` = latest run) as an HTML document."""
-    return html_of(load_report(store, run_id), width)
+    return html_of(load_report(store, run_id))

@@ -27,7 +27,7 @@ h3 { font-size: 15px; margin: 0 0 6px; }
 pre { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px; white-space: pre-wrap; overflow-wrap: anywhere; }
 table { border-collapse: collapse; margin: 6px 0 10px; font-variant-numeric: tabular-nums; }
 th, td { border: 1px solid var(--line); padding: 4px 9px; } th { background: var(--panel); text-align: center; }
-td.num, th.num { text-align: right; } td.text { text-align: left; }
+td.num, th.num { text-align: right; white-space: nowrap; } td.text { text-align: left; }
 .scroll { overflow-x: auto; }
 table.matrix td { text-align: right; min-width: 96px; } table.matrix th[scope=row] { text-align: right; }
 table.matrix .tps { display: block; font-weight: 600; } table.matrix .ttft { display: block; color: var(--muted); font-size: 12px; }

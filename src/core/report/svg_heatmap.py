@@ -75,8 +75,8 @@ def heatmap(
     """A grid of ``cells``; ``legend`` (low text, high text) draws the colour ramp under it
     (``diverging``: the red-grey-green ramp of comparisons)."""
     left, top = 64, 34
-    cell_w = max(44.0, min(110.0, (WIDTH - left - 12) / max(1, len(cols))))
-    cell_h = 34.0
+    cell_w = max(48.0, min(150.0, (WIDTH - left - 12) / max(1, len(cols))))
+    cell_h = 38.0 if len(rows) > 4 else 46.0
     height = int(top + cell_h * len(rows) + 44)
     width = max(WIDTH, int(left + cell_w * len(cols) + 12))
     out = [_open(chart_id, title, height).replace(f'viewBox="0 0 {WIDTH} ', f'viewBox="0 0 {width} ').replace(

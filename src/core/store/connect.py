@@ -12,7 +12,7 @@ import duckdb
 
 from infermatrix.core.store.errors import StoreError
 
-__all__ = ["SCHEMA_VERSION", "MEMORY", "connect", "apply_schema", "check_schema"]
+__all__ = ["SCHEMA_VERSION", "MEMORY", "connect", "apply_schema", "check_schema", "stored_version", "upgrade_if_older"]
 
 # Bump when schema.sql or views.sql change (views are part of the contract, so of the version).
 # v2: runs.source and runs.imported_at (imported published results, Parquet merges).
@@ -81,7 +81,7 @@ def connect(path: str | os.PathLike[str], read_only: bool = False) -> tuple[duck
         raise StoreError(f"cannot open database {p}: {_short(exc)}") from None
 
 
-def _stored_version(con: duckdb.DuckDBPyConnection) -> int | None:
+def stored_version(con: duckdb.DuckDBPyConnection) -> int | None:
     has_table = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
     ).fetchone()[0]
@@ -92,7 +92,7 @@ def _stored_version(con: duckdb.DuckDBPyConnection) -> int | None:
 
 def apply_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
     """Create what is missing and re-create views/macros, in one transaction."""
-    version = _stored_version(con)
+    version = stored_version(con)
     if version is not None and version > SCHEMA_VERSION:
         raise StoreError(
             f"database {where} has store schema v{version}, newer than this infermatrix (v{SCHEMA_VERSION}); upgrade infermatrix"
@@ -117,7 +117,7 @@ def apply_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
 def check_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
     """For read-only opens, which can't create anything: the file must already be a current store."""
     try:
-        version = _stored_version(con)
+        version = stored_version(con)
     except duckdb.Error as exc:
         raise StoreError(f"cannot read database {where}: {_short(exc)}") from None
     if version is None:
@@ -130,3 +130,27 @@ def check_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
         raise StoreError(
             f"database {where} has store schema v{version}; open it once for writing (any infermatrix run with this --db) to upgrade it"
         )
+
+
+def upgrade_if_older(con: duckdb.DuckDBPyConnection, where: str) -> duckdb.DuckDBPyConnection:
+    """For read-only opens of a store an older infermatrix wrote: upgrade it with a short
+    read-write open (the migrations only add columns and re-create views) and return a fresh
+    read-only connection. If it can't be opened for writing (in use, not writable), the old
+    connection comes back and check_schema says what to do."""
+    try:
+        version = stored_version(con)
+    except duckdb.Error:
+        return con
+    if where == MEMORY or version is None or version >= SCHEMA_VERSION:
+        return con
+    con.close()
+    try:
+        rw, _ = connect(where, read_only=False)
+        try:
+            apply_schema(rw, where)
+        finally:
+            rw.close()
+    except StoreError:
+        pass
+    fresh, _ = connect(where, read_only=True)
+    return fresh

@@ -15,7 +15,7 @@ import duckdb
 
 from infermatrix.core.contexts import format_context
 from infermatrix.core.store import rows
-from infermatrix.core.store.connect import MEMORY, apply_schema, check_schema, connect
+from infermatrix.core.store.connect import MEMORY, apply_schema, check_schema, connect, upgrade_if_older
 from infermatrix.core.store.errors import QueryError, StoreError
 from infermatrix.core.store.runs import (
     RUN_COLUMNS,
@@ -76,6 +76,7 @@ class Store:
         self._types: dict[str, dict[str, str]] = {}
         try:
             if read_only:
+                self._con = upgrade_if_older(self._con, self.path)
                 check_schema(self._con, self.path)
             else:
                 apply_schema(self._con, self.path)

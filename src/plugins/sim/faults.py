@@ -46,7 +46,7 @@ from pydantic import Field, model_validator
 
 from infermatrix.core.config import Strict
 
-__all__ = ["RequestFault", "ExitFault", "SimFaults", "FaultState", "API_KEY_ENV"]
+__all__ = ["RequestFault", "ExitFault", "SimFaults", "FaultState", "AuthGuard", "API_KEY_ENV"]
 
 API_KEY_ENV = "INFERMATRIX_SIM_API_KEY"
 
@@ -214,3 +214,20 @@ class FaultState:
             transport.abort()
             return
         raise ConnectionResetError("injected reset")  # not served by uvicorn: drop the response instead
+
+
+class AuthGuard:
+    """ASGI middleware: ``/v1/*`` answers 401 without ``Authorization: Bearer <key>`` when a key is set."""
+
+    def __init__(self, app: Any, faults: FaultState):
+        self.app, self.faults = app, faults
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
+            if self.faults.unauthorized(scope.get("path", ""), headers):
+                body = b'{"error":{"message":"Unauthorized","type":"AuthenticationError","param":null,"code":401}}'
+                await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)

@@ -36,6 +36,13 @@ class SimEngineConfig(EngineConfig):
             raise ValueError(str(exc)) from None
         return v
 
+    def known_max_model_len(self) -> int | None:
+        """Known before launch: the config's ``max_model_len``, else the profile's (not when attaching:
+        the running server's profile is then the truth, and only it can tell)."""
+        if self.max_model_len is not None or self.base_url:
+            return self.max_model_len
+        return load_profile(self.profile).max_model_len
+
 
 class SimEngine(LaunchedEngine):
     kind = "sim"
@@ -54,6 +61,12 @@ class SimEngine(LaunchedEngine):
         self.profile_path.write_text(json.dumps(self.profile.model_dump(mode="json"), indent=2))
         return [sys.executable, "-m", "infermatrix", "sim", "serve", "--profile", str(self.profile_path),
                 "--host", self.host, "--port", str(self.port)]  # fmt: skip
+
+    def env(self) -> dict[str, str]:
+        # The key travels in the environment, never in argv or the profile file (both are stored).
+        from infermatrix.plugins.sim.faults import API_KEY_ENV
+
+        return {API_KEY_ENV: self.api_key or ""}
 
     async def describe(self, client: httpx.AsyncClient) -> EngineInfo:
         info = await super().describe(client)

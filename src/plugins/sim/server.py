@@ -15,6 +15,7 @@ from typing import Any, AsyncIterator, Callable
 
 import orjson
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -23,6 +24,7 @@ from starlette.types import Receive, Scope, Send
 from infermatrix import __version__
 from infermatrix.plugins.sim import tokenizer as tok
 from infermatrix.plugins.sim.api import ApiError, GenRequest, Shapes, check_messages, check_model, parse_generation
+from infermatrix.plugins.sim.faults import AuthGuard, FaultState
 from infermatrix.plugins.sim.metrics import CONTENT_TYPE, render_metrics
 from infermatrix.plugins.sim.profile import SimProfile, load_profile
 from infermatrix.plugins.sim.scheduler import SHUTDOWN, Scheduler, Seq
@@ -66,19 +68,21 @@ class _SSE(StreamingResponse):
 
 def create_app(profile: SimProfile) -> Starlette:
     sched = Scheduler(profile)
+    faults = FaultState(profile.faults)  # fault injection and the API key: every hook is a `faults.` call
     model_entry = {"id": profile.model, "object": "model", "created": 0, "owned_by": "infermatrix-sim",
                    "root": profile.model, "parent": None, "max_model_len": profile.max_model_len}  # fmt: skip
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         sched.start()
+        faults.start()
         try:
             yield
         finally:
             await sched.stop()
 
     async def health(request: Request) -> Response:
-        return Response(status_code=200)
+        return Response(status_code=faults.health_status())
 
     async def version(request: Request) -> Response:
         return _json({"version": f"infermatrix-sim {__version__}"})
@@ -135,6 +139,10 @@ def create_app(profile: SimProfile) -> Starlette:
             req = parse_generation(await _body(request), api, profile, request.headers.get("x-request-id"))
         except ApiError as exc:
             return _error(exc)
+        fault = faults.on_request()
+        if fault is not None and fault.kind == "http_error":
+            status, body = faults.error_body(fault, request.headers)
+            return Response(body, status_code=status, media_type="application/json")
         chat_api = api == "chat"
         seq = Seq(sched.new_id("chatcmpl" if chat_api else "cmpl"), api, req.prompt.tokens, req.prompt.blocks, req.max_tokens,
                   request_id=req.request_id, ignore_eos=req.ignore_eos, seed=req.seed, loop_marker=req.prompt.loop_marker,
@@ -142,7 +150,7 @@ def create_app(profile: SimProfile) -> Starlette:
         shapes = Shapes(seq.id, profile.model, chat_api, req.prompt.tokens)
         sched.submit(seq, arrived)
         if req.stream:
-            return _SSE(_stream(seq, req, shapes), lambda: sched.abort(seq))
+            return _SSE(faults.wrap_stream(fault, _stream(seq, req, shapes), request.scope), lambda: sched.abort(seq))
         return await _whole(request, seq, shapes)
 
     async def _stream(seq: Seq, req: GenRequest, shapes: Shapes) -> AsyncIterator[bytes]:
@@ -210,8 +218,9 @@ def create_app(profile: SimProfile) -> Starlette:
         Route("/debug/reset", reset, methods=["POST"]),
         Route("/debug/profile", profile_info, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(AuthGuard, faults=faults)])
     app.state.scheduler = sched
+    app.state.faults = faults
     app.state.profile = profile
     return app
 
@@ -230,9 +239,11 @@ def serve(profile: SimProfile, host: str = "127.0.0.1", port: int = 8000) -> Non
 
     app = create_app(profile)
     sched: Scheduler = app.state.scheduler
+    faults: FaultState = app.state.faults
 
     class _Server(uvicorn.Server):
         async def shutdown(self, sockets: Any = None) -> None:
+            faults.slow_shutdown()
             # End open streams first, so uvicorn's graceful wait is short and nothing gets cancelled mid-send.
             sched.end_all()
             await super().shutdown(sockets)
@@ -242,7 +253,9 @@ def serve(profile: SimProfile, host: str = "127.0.0.1", port: int = 8000) -> Non
     # uvicorn re-raises the signal that stopped it once it has shut down; make both a plain return.
     previous = signal.signal(signal.SIGTERM, _raise_stop)
     try:
-        _Server(config).run()
+        server = _Server(config)
+        faults.connections = lambda: server.server_state.connections  # for injected connection resets
+        server.run()
     except (KeyboardInterrupt, _Stop):
         pass
     finally:

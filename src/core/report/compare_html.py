@@ -1,0 +1,144 @@
+"""The comparison as one self-contained HTML page (ratios coloured better/worse, a ratio heatmap and
+throughput curves per run as inline SVG) and as JSON with stable keys."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from infermatrix import __version__
+from infermatrix.core.contexts import format_context
+from infermatrix.core.report.compare import (
+    FOOTNOTE,
+    best_grid,
+    measured_by_one_lines,
+    one_sided_rows,
+    pair_header,
+    pair_rows,
+    run_lines,
+    summary_rows,
+    warning_lines,
+)
+from infermatrix.core.report.compare_data import METRICS, Comparison, Pair, describe_run, fmt_ratio, load_comparison, verdict
+from infermatrix.core.report.fmt import fmt_tps
+from infermatrix.core.report.html_page import esc, page, table
+from infermatrix.core.report.json_report import _plain
+from infermatrix.core.report.svg_heatmap import HeatCell, diverging_colour, heatmap
+from infermatrix.core.report.svg_plot import Series, line_chart
+from infermatrix.core.store import Store
+
+__all__ = ["render_compare_html", "render_compare_json", "compare_html_of", "compare_json_of", "COMPARE_FORMAT", "COMPARE_KEYS"]
+
+COMPARE_FORMAT = "infermatrix.compare"
+COMPARE_VERSION = 1
+COMPARE_KEYS = ("format", "version", "baseline", "runs", "method", "pairs", "best")
+
+
+def _cells(row: list[tuple[str, str | None]]) -> list[str]:
+    return [f'<span class="{v}">{esc(t)}</span>' if v else esc(t) for t, v in row]
+
+
+def _ratio_heatmap(cmp: Comparison, pair: Pair) -> str:
+    a, b = cmp.letters[cmp.baseline], cmp.letters[pair.run_b]
+    cells = []
+    for c in pair.cells:
+        ratio = c.values.get("total_tps", (None, None, None))[2]
+        if ratio:
+            tip = f"{c.context_label} × {c.concurrency}: {b}/{a} total tok/s {fmt_ratio(ratio)}"
+            cells.append(HeatCell(c.context_label, str(c.concurrency), math.log(ratio), fmt_ratio(ratio), tip))
+    for o in pair.one_sided:
+        text = f"only {a if o.valid_in == 'a' else b}"
+        cells.append(HeatCell(o.context_label, str(o.concurrency), None, text, f"{o.context_label} × {o.concurrency}: {a} {o.a}, {b} {o.b}", "one-sided"))
+    keys = {(x.context_tokens, x.concurrency) for x in [*pair.cells, *pair.one_sided]}
+    rows = [format_context(t) for t in sorted({k[0] for k in keys})]
+    cols = [str(n) for n in sorted({k[1] for k in keys})]
+    return heatmap(cells, rows, cols, title=f"{b}/{a} total tok/s per cell", colour=diverging_colour(2.0),
+                   legend=(f"×0.5 ({b} slower)", f"×2 ({b} faster)"), diverging=True, chart_id=f"ratio-{b.lower()}")
+
+
+def _curves(cmp: Comparison) -> str:
+    series = []
+    for rid, rows in cmp.decode.items():
+        letter = cmp.letters[rid]
+        for ctx in sorted({k[0] for k in rows}):
+            pts = [(float(n), r["total_tps"], f"{letter} {format_context(ctx)} × {n}: {fmt_tps(r['total_tps'])} tok/s")
+                   for (c, n), r in sorted(rows.items()) if c == ctx and r["status"] == "valid" and r["total_tps"] is not None]
+            if pts:
+                series.append(Series(f"{letter} · {format_context(ctx)}", pts))
+    return line_chart(series, title="Total tok/s vs requests at once, every run", x_label="requests at once (log 2)",
+                      y_label="total tok/s", x_format=lambda v: str(int(round(v))), chart_id="compare-total-tps")
+
+
+def _figure(chart_id: str, title: str, caption: str, svg: str) -> str:
+    return f'<figure class="chart" data-chart="{esc(chart_id)}"><figcaption><b>{esc(title)}</b>{esc(caption)}</figcaption>{svg}</figure>'
+
+
+def compare_html_of(cmp: Comparison) -> str:
+    body = ["<header><h1>Comparison</h1>", "".join(f'<p class="subtitle">{esc(x)}</p>' for x in run_lines(cmp)), "</header>"]
+    for line in warning_lines(cmp):
+        body.append(f'<p class="warning">{esc(line)}</p>' if line.startswith("Warning") else f'<p class="muted">{esc(line)}</p>')
+    figures = [_figure("compare-total-tps", "Total tok/s per run", "One line per run and context.", _curves(cmp))]
+    for pair in cmp.pairs.values():
+        b = cmp.letters[pair.run_b]
+        body.append(f'<h2 id="pair-{b.lower()}">{esc(b)} against A: {esc(describe_run(cmp.runs[pair.run_b]))}</h2>')
+        if pair.cells:
+            header = pair_header(cmp, pair)
+            body.append(table(header, [_cells(r) for r in pair_rows(pair)], align="r" * len(header), cls="compare", raw=True))
+            header, rows = summary_rows(cmp, pair)
+            body.append("<h3>Summary</h3>" + table(header, [_cells(r) for r in rows], align="lrl", cls="summary", raw=True))
+        else:
+            body.append('<p class="muted">No cells valid in both runs.</p>')
+        if pair.one_sided:
+            header, rows = one_sided_rows(cmp, pair)
+            body.append("<h3>Cells only one side could run</h3>" + table(header, rows, align="rrrrl", cls="one-sided"))
+        body += [f'<p class="muted">{esc(line)}</p>' for line in measured_by_one_lines(cmp, pair)]
+        if pair.cells or pair.one_sided:
+            figures.append(_figure(f"ratio-{b.lower()}", f"{b}/A total tok/s", "Green: B faster, red: slower (log colour scale).",
+                                   _ratio_heatmap(cmp, pair)))
+    if cmp.best:
+        header, rows = best_grid(cmp)
+        body.append('<h2 id="best">Best run per cell</h2><p class="caption">total tok/s, cells valid in two or more runs; × = lead over the next best run</p>')
+        body.append(table(header, rows, align="r" * len(header), cls="best"))
+    body.append(f'<h2 id="charts">Charts</h2><div class="charts">{"".join(figures)}</div>')
+    body.append(f'<p class="muted">{esc(FOOTNOTE)}</p>')
+    body.append(f"<footer>Generated by infermatrix {esc(__version__)} from the engine_comparison and decode_matrix views. "
+                "A self-contained page: no scripts, nothing loaded from the network.</footer>")
+    return page("Comparison · " + " · ".join(cmp.runs), "".join(body))
+
+
+def compare_json_of(cmp: Comparison) -> dict[str, Any]:
+    """``{format, version, baseline, runs, method, pairs, best}``; ratios are other / baseline."""
+    pairs = []
+    for pair in cmp.pairs.values():
+        pairs.append({
+            "run_a": cmp.baseline,
+            "run_b": pair.run_b,
+            "cells": [{
+                "context_label": c.context_label, "context_tokens": c.context_tokens, "concurrency": c.concurrency,
+                "metrics": {m.key: {"value_a": a, "value_b": b, "ratio": r, "verdict": verdict(m.key, r)}
+                            for m in METRICS for a, b, r in [c.values.get(m.key, (None, None, None))]},
+            } for c in pair.cells],
+            "one_sided": [{"context_label": o.context_label, "context_tokens": o.context_tokens, "concurrency": o.concurrency,
+                           "valid_in": pair.run_b if o.valid_in == "b" else cmp.baseline, "a": o.a, "b": o.b} for o in pair.one_sided],
+            "geomean": {m.key: pair.geomean.get(m.key) for m in METRICS},
+        })
+    return _plain({
+        "format": COMPARE_FORMAT,
+        "version": COMPARE_VERSION,
+        "baseline": cmp.baseline,
+        "runs": [{"letter": cmp.letters[rid], **{k: run.get(k) for k in (
+            "run_id", "name", "engine", "engine_version", "model", "status", "source", "duration_s", "max_output",
+            "api", "prompt_mode", "token_source", "started_at")}} for rid, run in cmp.runs.items()],
+        "method": {"differs": cmp.method_diffs, "not_recorded": cmp.method_unknown},
+        "pairs": pairs,
+        "best": [{"context_label": b.context_label, "context_tokens": b.context_tokens, "concurrency": b.concurrency,
+                  "run_id": b.best, "total_tps": b.total_tps, "runner_up": b.runner_up, "margin": b.margin} for b in cmp.best],
+    })
+
+
+def render_compare_html(store: Store, run_ids: list[str]) -> str:
+    return compare_html_of(load_comparison(store, run_ids))
+
+
+def render_compare_json(store: Store, run_ids: list[str]) -> dict[str, Any]:
+    return compare_json_of(load_comparison(store, run_ids))
