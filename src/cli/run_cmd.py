@@ -169,7 +169,14 @@ def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool) -> None:
         sys.exit(EXIT_INTERRUPTED)
     if outcome.status == "failed":
         store.close()
-        fail(f"run {rid} failed: {outcome.error}. Finished cells are kept; resume with: {hint}", EXIT_FAILED)
+        from rich.markup import escape
+
+        first, _, rest = (outcome.error or "unknown error").partition("\n")
+        err.print(f"[bold red]error:[/] run {rid} failed: {escape(first)}", highlight=False, soft_wrap=True)
+        if rest.strip():
+            err.print(escape("\n".join("    " + ln for ln in rest.splitlines())), highlight=False, soft_wrap=True)
+        err.print(f"finished cells are kept; resume with: {hint}", highlight=False, soft_wrap=True)
+        sys.exit(EXIT_FAILED)
     out = Console()
     if outcome.nothing_to_do:
         err.print(f"run {rid}: every cell is already stored; nothing to run", highlight=False)

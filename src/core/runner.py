@@ -359,7 +359,7 @@ def _account(result: CellResult, warm: list[RequestRecord]) -> None:
             outcomes = Counter(f.get("outcomes") or {})
             outcomes.update(r.outcome for r in warm_failed)
             f["outcomes"] = dict(outcomes)
-            if result.status == "valid":
+            if result.status in ("valid", "client_bound"):  # failed requests outrank a pace verdict
                 result.status = "error"
                 result.reason = (
                     f"{len(warm_failed)} of {len(warm)} warm-up requests failed "

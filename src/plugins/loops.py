@@ -256,11 +256,14 @@ def find_loop(
     return None
 
 
-@hookimpl
-def detect_loop(text: str, output_tokens: int, config: LoopConfig) -> LoopFinding | None:
-    """The ``detect_loop`` hook: ``find_loop`` with the ``[loops]`` settings."""
-    if not config.enabled:
-        return None
+# The second, copy-count rule of the hook (see detect_loop).
+SHORT_LOOP_MAX_PERIOD = 64
+SHORT_LOOP_COPIES = 8.0
+SHORT_LOOP_MIN_SPAN = 8  # 8 copies of a 1-token phrase
+
+
+def loop_verdict(text: str, config: LoopConfig) -> LoopFinding | None:
+    """Both rules the hook applies: ``find_loop`` with the config, then the copy-count rule for short phrases."""
     finding = find_loop(
         text,
         min_period=config.min_period,
@@ -268,6 +271,25 @@ def detect_loop(text: str, output_tokens: int, config: LoopConfig) -> LoopFindin
         min_copies=config.min_copies,
         min_span_tokens=config.min_span_tokens,
     )
+    if finding is None:
+        # A short phrase repeated many times ("a period of <= 64 tokens repeated >= 8 times") can span fewer
+        # than min_span_tokens: accept it on the strength of its copies alone.
+        finding = find_loop(
+            text,
+            min_period=config.min_period,
+            max_period=min(config.max_period, SHORT_LOOP_MAX_PERIOD),
+            min_copies=max(config.min_copies, SHORT_LOOP_COPIES),
+            min_span_tokens=SHORT_LOOP_MIN_SPAN,
+        )
+    return finding
+
+
+@hookimpl
+def detect_loop(text: str, output_tokens: int, config: LoopConfig) -> LoopFinding | None:
+    """The ``detect_loop`` hook: ``loop_verdict`` with the ``[loops]`` settings."""
+    if not config.enabled:
+        return None
+    finding = loop_verdict(text, config)
     if finding is not None:
         finding.detail["output_tokens"] = output_tokens  # server tokens, to relate pseudo-token spans
     return finding

@@ -17,7 +17,7 @@ from profiles import write_profile
 from truthlib import cell_truth, rel_err
 
 MEASURED = {"valid", "client_bound"}
-KV = 14_000  # 4 x (1024 + 256) = 5,120 fits; 8 x (2048 + 256) = 18,432 does not
+KV = 14_000  # 8 x (1024 + 512) = 12,288 fits; 8 x (2048 + 512) = 20,480 does not
 SCENARIOS = {
     # name: (api, profile fields, expected token source)
     "completions-spec2": ("completions", {"spec_tokens": 2, "acceptance": 0.6}, "usage"),
@@ -42,7 +42,9 @@ def scenario(request, tmp_path_factory):
         proc = run_cli(
             "run", "--engine", "openai", "--base-url", server.base_url, "--api", api,
             "--contexts", "1K,2K", "--prefill-contexts", "1K,4K", "--concurrency", "1,4,8",
-            "--duration", "2", "--max-output", "256", "--db", str(db),
+            # 3 s windows and 512-token requests: long request segments, so arrival jitter on a busy
+            # 2-core machine stays far below the 1 % bar.
+            "--duration", "3", "--max-output", "512", "--db", str(db),
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         yield request.param, source, server.truth(), duckdb.connect(str(db), read_only=True)
@@ -63,7 +65,7 @@ def test_decode_cells_match_truth(scenario):
         "window_start, window_end, token_source FROM cells"
     ).fetchall()
     statuses = {(c, n): st for c, n, st, *_ in rows}
-    expected_over = {(c, n) for c in (1024, 2048) for n in (1, 4, 8) if n * (c + 256) > KV}
+    expected_over = {(c, n) for c in (1024, 2048) for n in (1, 4, 8) if n * (c + 512) > KV}
     assert {k for k, v in statuses.items() if v == "over_capacity"} == expected_over
     # client_bound: this 2-core machine was too busy for the client at that moment (see docs/metrics.md); the
     # cell's numbers are kept in `cells` and must still be right.

@@ -12,7 +12,7 @@ import pytest
 import infermatrix.core.hookspecs
 import infermatrix.plugins.loops
 from infermatrix.core.config import LoopConfig
-from infermatrix.plugins.loops import find_loop, tokenize
+from infermatrix.plugins.loops import find_loop, loop_verdict, tokenize
 
 _SYLLABLES = "ka lo mi ne ru ta shi po ve da en or an is th qu ex al um io be".split()
 _ENDS = list(".....?!:;")
@@ -71,10 +71,22 @@ def test_no_false_positive_on_random_text() -> None:
     hits = []
     for i in range(10_000):
         text = render(gen.tokens(rng.randint(50, 3000)), rng)
-        finding = find_loop(text)
+        finding = loop_verdict(text, LoopConfig())  # both of the hook's rules
         if finding is not None:
             hits.append((i, finding))
     assert hits == []
+
+
+@pytest.mark.parametrize("period", [1, 2, 3, 5, 8, 13, 24, 40, 64])
+def test_short_phrase_eight_copies_caught_by_the_hook(period: int) -> None:
+    gen, rng = TextGen(seed=period), random.Random(period)
+    head = render(gen.tokens(200), rng)
+    cycle = [w for w in render(gen.tokens(period * 3), rng).split() if w.isalpha()][:period]
+    assert len(cycle) == period
+    text = head + " " + " ".join(cycle * 8)
+    finding = loop_verdict(text, LoopConfig())
+    assert finding is not None and finding.period_tokens == period
+    assert loop_verdict(head + " " + " ".join(cycle * 2), LoopConfig()) is None
 
 
 def test_tokens_roundtrip() -> None:

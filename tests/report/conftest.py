@@ -40,12 +40,20 @@ def filled(store):
 def sim_run_db(tmp_path_factory) -> tuple[Path, str]:
     """A database holding one real `infermatrix run` against the sim (built once per session):
     (path, run_id). Tests copy it before writing to it."""
-    db = tmp_path_factory.mktemp("simrun") / "sim.duckdb"
-    proc = subprocess.run(
-        [sys.executable, "-m", "infermatrix", "run", *SIM_RUN_ARGS, "--db", str(db)],
-        capture_output=True, text=True, cwd=ROOT, timeout=180, env={**os.environ, "COLUMNS": "200"},
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    with Store(db, read_only=True) as s:
-        run_id = s.latest_run_id()
-    return db, run_id
+    root = tmp_path_factory.mktemp("simrun")
+    for attempt in range(3):
+        db = root / f"sim-{attempt}.duckdb"
+        proc = subprocess.run(
+            [sys.executable, "-m", "infermatrix", "run", *SIM_RUN_ARGS, "--db", str(db)],
+            capture_output=True, text=True, cwd=ROOT, timeout=180, env={**os.environ, "COLUMNS": "200"},
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        with Store(db, read_only=True) as s:
+            run_id = s.latest_run_id()
+            shared = s.query("SELECT count(*) FROM decode_matrix WHERE run_id = ? AND context_tokens = 8192 "
+                             "AND status = 'valid'", [run_id])[1][0][0]
+        # On a loaded 2-core machine the client can set the pace, and the run rightly marks such
+        # cells client_bound; the comparison tests need an 8K cell the reference page has too.
+        if shared:
+            return db, run_id
+    pytest.fail(f"three sim runs without a valid 8K cell (client-bound machine?): {proc.stdout[-2000:]}")

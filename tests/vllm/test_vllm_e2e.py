@@ -4,14 +4,14 @@ shutdown — and a launch that fails or times out says why and leaves nothing ru
 from __future__ import annotations
 
 import json
+import re
 import secrets
 
 import duckdb
 import pytest
-from conftest import KEY_VAR, TINY_CONFIG, cli, launch_args, processes_using
+from vllm_helpers import KEY_VAR, TINY_CONFIG, cli, launch_args, processes_using
 
-from infermatrix.core.config import LoopConfig, load_config
-from infermatrix.core.plugins import get_plugin_manager
+from infermatrix.core.config import load_config
 from infermatrix.plugins.vllm.describe import kv_tokens_from_log
 from infermatrix.plugins.workload import tolerance
 
@@ -120,14 +120,6 @@ def test_requests_stored_with_server_token_counts(run, db):
     assert n > 0 and ok == n and usage == n
 
 
-def test_random_weights_really_loop_and_the_detector_says_so(run, db):
-    # configs/vllm-cpu-tiny.toml turns loop detection off because dummy weights decoded greedily
-    # repeat at once; this proves the reason on the real server's own output.
-    text, tokens = db.execute("SELECT text, output_tokens FROM requests WHERE output_tokens >= 100 LIMIT 1").fetchone()
-    findings = [f for f in get_plugin_manager().hook.detect_loop(text=text, output_tokens=tokens, config=LoopConfig()) if f]
-    assert findings, f"expected a loop in {text[:200]!r}"
-
-
 def test_no_secret_anywhere(run, db):
     dumped = []
     for (table,) in db.execute("SELECT table_name FROM information_schema.tables").fetchall():
@@ -161,7 +153,7 @@ def test_bad_flag_fails_quoting_the_log(vllm_python, tiny_model, tmp_path, vllm_
     # vllm_run first: the session's main run must not share the machine with this one
     proc = _failed_launch(vllm_python, tiny_model, tmp_path, "--set", "engine.args.max_model_len=999999")
     assert proc.returncode == 1
-    assert "vllm exited before it was ready" in proc.stderr
+    assert re.search(r"vllm exited (with code \d+ )?before it was ready", proc.stderr)
     assert "last lines of its log" in proc.stderr and "max_model_len" in proc.stderr
 
 

@@ -59,6 +59,7 @@ class RequestFault(Strict):
     probability: float | None = Field(None, ge=0, le=1, description="hit each request with this chance (seeded by faults.seed)")
     first: int = Field(1, ge=1, description="hit no request numbered below this")
     limit: int | None = Field(None, ge=1, description="hit at most this many requests")
+    max_tokens: int | None = Field(None, ge=1, description="hit only requests asking for this many tokens (1: warm-ups and prefill probes)")
     status: int = Field(500, ge=400, le=599, description="http_error: the status code (429, 500, 503 ...)")
     message: str = Field("injected fault", description="the error message; '{authorization}' becomes the request's Authorization header, as an echoing proxy would")
     after_chunks: int = Field(2, ge=0, description="stream faults: chunks sent before the fault")
@@ -96,6 +97,13 @@ class SimFaults(Strict):
     shutdown_delay_s: float = Field(0.0, ge=0, description="on SIGINT/SIGTERM, block this long before shutting down (an engine slow to exit)")
 
 
+async def _events(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async for part in stream:
+        for event in part.split(b"\n\n"):
+            if event:
+                yield event + b"\n\n"
+
+
 def _log(msg: str) -> None:
     print(f"infermatrix-sim: injected fault: {msg}", file=sys.stderr, flush=True)
 
@@ -122,7 +130,7 @@ class FaultState:
             return False
         return headers.get("authorization") != f"Bearer {self.api_key}"
 
-    def on_request(self) -> RequestFault | None:
+    def on_request(self, max_tokens: int | None = None) -> RequestFault | None:
         """Called as each generation request arrives: may exit the process; returns the fault that hits it."""
         self.requests += 1
         n = self.requests
@@ -131,6 +139,8 @@ class FaultState:
             self.exit_now(f"exiting with code {ex.code} at generation request {n}")
         for i, rule in enumerate(self.faults.requests):
             if n < rule.first or (rule.limit is not None and self._hits[i] >= rule.limit):
+                continue
+            if rule.max_tokens is not None and max_tokens != rule.max_tokens:
                 continue
             if rule.probability is not None:
                 hit = self._rng.random() < rule.probability
@@ -156,12 +166,13 @@ class FaultState:
             async for part in stream:
                 yield part
             return
+        events = _events(stream)  # one SSE event at a time, however the server batched its writes
         sent = 0
-        async for part in stream:
+        async for event in events:
             if sent >= rule.after_chunks:
                 break
-            yield part
-            sent += part.count(b"data: ")
+            yield event
+            sent += 1
         else:
             return  # the stream ended before the fault's turn
         if rule.kind == "stream_error":
@@ -172,8 +183,8 @@ class FaultState:
             yield b"data: [DONE]\n\n"
         elif rule.kind == "stall":
             await asyncio.sleep(rule.stall_s)
-            async for part in stream:
-                yield part
+            async for event in events:
+                yield event
         elif rule.kind == "reset":
             self._reset(scope)
         # truncate: return here, so the body ends cleanly without [DONE]

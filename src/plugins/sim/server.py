@@ -139,7 +139,7 @@ def create_app(profile: SimProfile) -> Starlette:
             req = parse_generation(await _body(request), api, profile, request.headers.get("x-request-id"))
         except ApiError as exc:
             return _error(exc)
-        fault = faults.on_request()
+        fault = faults.on_request(req.max_tokens)
         if fault is not None and fault.kind == "http_error":
             status, body = faults.error_body(fault, request.headers)
             return Response(body, status_code=status, media_type="application/json")

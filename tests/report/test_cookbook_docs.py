@@ -1,0 +1,163 @@
+"""docs/cookbook.md: every query runs against a fixture database of three runs (two measured
+engines and the imported reference page), and the answers of several are recomputed here from the
+inputs the fixture was built from."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from imx_factories import REFERENCE_VALID, fill_run, make_cell
+from infermatrix.core.contexts import format_context
+from infermatrix.core.importer import import_page
+from infermatrix.core.store import Store
+from report_expect import REFERENCE_PAGE
+
+COOKBOOK = Path(__file__).resolve().parents[2] / "docs" / "cookbook.md"
+QUESTION = re.compile(r"^## (\d+)\. (.+?)$(.*?)(?=^## |\Z)", re.M | re.S)
+SQL = re.compile(r"```sql\n(.*?)```", re.S)
+METRICS = ("total_tps", "per_request_tps", "ttft_ms", "tbt_ms")
+
+
+def questions() -> dict[int, tuple[str, str]]:
+    text = COOKBOOK.read_text(encoding="utf-8")
+    out = {}
+    for number, title, body in QUESTION.findall(text):
+        blocks = SQL.findall(body)
+        assert len(blocks) == 1, f"question {number} needs exactly one sql block"
+        out[int(number)] = (title, blocks[0])
+    return out
+
+
+QUESTIONS = questions()
+
+
+@pytest.fixture(scope="module")
+def cookbook_db(tmp_path_factory):
+    """(store, {run_id: {(context, concurrency): {status, metrics...}}}) built from known inputs."""
+    store = Store(tmp_path_factory.mktemp("cookbook") / "cookbook.duckdb")
+    truth: dict[str, dict[tuple[int, int], dict]] = {}
+    a, cells, _ = fill_run(store, seed=1, scale=0.95)  # not equal to the page's numbers: no ties
+    truth[a] = {k: {"status": c.status, **{m: getattr(c, m) for m in METRICS}} for k, (c, _) in cells.items()}
+    rng = random.Random(7)
+    b = store.create_run({"engine": "sglang", "model": "qwen", "hardware": {"gpu": "H100", "gpu_count": 8}})
+    truth[b] = {}
+    for key in REFERENCE_VALID:
+        c, _ = make_cell(*key, seed=2, scale=rng.uniform(0.7, 1.5))
+        store.save_cell(b, c)
+        truth[b][key] = {"status": c.status, **{m: getattr(c, m) for m in METRICS}}
+    result = import_page(store, REFERENCE_PAGE)
+    truth[result.run_id] = {(r.context_tokens, r.concurrency): {"status": r.status, "total_tps": r.total_tps,
+                            "per_request_tps": r.per_request_tps, "ttft_ms": r.ttft_ms, "tbt_ms": r.tbt_ms}
+                            for r in result.page.decode}
+    for run in truth.values():  # numbers of discarded cells are not results
+        for cell in run.values():
+            if cell["status"] != "valid":
+                cell.update({m: None for m in METRICS})
+    yield store, truth, result.run_id
+    store.close()
+
+
+def run(store, number: int) -> list[dict]:
+    cols, rows = store.query(QUESTIONS[number][1])
+    return [dict(zip(cols, r)) for r in rows]
+
+
+def valid(truth):
+    return {rid: {k: v for k, v in cells.items() if v["status"] == "valid"} for rid, cells in truth.items()}
+
+
+def test_the_cookbook_has_ten_questions():
+    assert sorted(QUESTIONS) == list(range(1, 11))
+
+
+@pytest.mark.parametrize("number", sorted(QUESTIONS))
+def test_every_query_runs_and_answers(cookbook_db, number):
+    store, _, _ = cookbook_db
+    assert run(store, number), f"question {number} ({QUESTIONS[number][0]}) returned no rows on the fixture"
+
+
+def test_q1_best_concurrency_under_a_ttft_limit(cookbook_db):
+    store, truth, _ = cookbook_db
+    limit = float(re.search(r"ttft_ms <= (\d+)", QUESTIONS[1][1]).group(1))
+    want = {}
+    for rid, cells in valid(truth).items():
+        by_ctx = defaultdict(list)
+        for (ctx, n), v in cells.items():
+            if v["ttft_ms"] <= limit:
+                by_ctx[ctx].append((v["total_tps"], n))
+        for ctx, options in by_ctx.items():
+            tps, n = max(options)
+            want[(rid, format_context(ctx))] = (n, tps)
+    got = {(r["run_id"], r["context_label"]): (r["best_concurrency"], r["total_tps"]) for r in run(store, 1)}
+    assert got == want
+
+
+def test_q2_scaling_efficiency(cookbook_db):
+    store, truth, _ = cookbook_db
+    want = {}
+    for rid, cells in valid(truth).items():
+        for (ctx, n), v in cells.items():
+            if (ctx, 1) in cells:
+                want[(rid, format_context(ctx), n)] = round(v["total_tps"] / (n * cells[(ctx, 1)]["total_tps"]), 3)
+    got = {(r["run_id"], r["context_label"], r["concurrency"]): r["efficiency"] for r in run(store, 2)}
+    assert got == pytest.approx(want, abs=1e-3)
+
+
+def test_q3_streams_for_90_percent_of_peak(cookbook_db):
+    store, truth, _ = cookbook_db
+    want = {}
+    for rid, cells in valid(truth).items():
+        for ctx in {c for c, _ in cells}:
+            row = {n: v["total_tps"] for (c, n), v in cells.items() if c == ctx}
+            peak = max(row.values())
+            want[(rid, format_context(ctx))] = min(n for n, t in row.items() if t >= 0.9 * peak)
+    assert {(r["run_id"], r["context_label"]): r["streams_for_90pct"] for r in run(store, 3)} == want
+
+
+def test_q8_geometric_means(cookbook_db):
+    store, truth, _ = cookbook_db
+    v = valid(truth)
+    want = {}
+    for a in v:
+        for b in v:
+            if a == b:
+                continue
+            common = sorted(set(v[a]) & set(v[b]))
+            for m in METRICS:
+                ratios = [v[b][k][m] / v[a][k][m] for k in common if v[a][k][m]]
+                if ratios:
+                    want[(a, b, m)] = (len(ratios), round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 3))
+    got = {(r["run_a"], r["run_b"], r["metric"]): (r["common_cells"], r["geomean_ratio"]) for r in run(store, 8)}
+    assert got.keys() == want.keys()
+    for key, (n, g) in want.items():
+        assert got[key][0] == n and got[key][1] == pytest.approx(g, abs=1.5e-3), key
+
+
+def test_q9_winner_per_cell(cookbook_db):
+    store, truth, _ = cookbook_db
+    per_cell = defaultdict(list)
+    for rid, cells in valid(truth).items():
+        for key, v in cells.items():
+            per_cell[key].append((v["total_tps"], rid))
+    want = {}
+    for (ctx, n), entries in per_cell.items():
+        if len(entries) > 1:
+            entries.sort(reverse=True)
+            want[(format_context(ctx), n)] = (entries[0][1], round(entries[0][0] / entries[1][0], 3))
+    got = {(r["context_label"], r["concurrency"]): (r["winner"], r["lead_over_next"]) for r in run(store, 9)}
+    assert got == want
+
+
+def test_q10_against_the_published_page(cookbook_db):
+    store, truth, ref = cookbook_db
+    v = valid(truth)
+    want = {(rid, format_context(k[0]), k[1]): round(v[rid][k]["total_tps"] / v[ref][k]["total_tps"], 3)
+            for rid in v if rid != ref for k in set(v[rid]) & set(v[ref])}
+    got = {(r["my_run"], r["context_label"], r["concurrency"]): r["tps_ratio"] for r in run(store, 10)}
+    assert got == pytest.approx(want, abs=1e-3)

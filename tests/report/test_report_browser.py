@@ -1,0 +1,146 @@
+"""The HTML reports as a browser draws them: headless Chromium loads the page (offline), a probe
+script added to a copy of it reads the laid-out tables and charts back, and a screenshot is taken.
+
+Needs Chromium (Debian: `apt-get install chromium`; .ci/run installs it). Without it these tests
+are skipped, saying so."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from infermatrix.core.importer import import_page
+from infermatrix.core.report import render_compare_html, render_html
+from infermatrix.core.report.fmt import fmt_ms, fmt_tps, status_label
+from infermatrix.core.store import Store
+from report_expect import REFERENCE_PAGE
+
+CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome", "chrome")) if p), None)
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium), so the HTML render check can't run"
+)
+WIDTH, HEIGHT = 1400, 3200
+
+PROBE = """<script>
+window.addEventListener('load', () => {
+  const box = e => { const r = e.getBoundingClientRect(); return {w: r.width, h: r.height}; };
+  const charts = [...document.querySelectorAll('figure.chart svg.imx-chart')].map(s => ({
+    id: s.id, ...box(s), points: s.querySelectorAll('circle').length, cells: s.querySelectorAll('g[data-cell]').length }));
+  const tables = [...document.querySelectorAll('table')].map(t => ({cls: t.className,
+    rows: [...t.querySelectorAll('tr')].map(tr => [...tr.children].map(c => c.innerText.split(/\\s+/).join(' ').trim()))}));
+  const out = document.createElement('pre');
+  out.id = 'imx-probe';
+  out.textContent = JSON.stringify({charts, tables, scrollWidth: document.documentElement.scrollWidth, innerWidth});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def chromium(tmp: Path, *args: str) -> str:
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+           f"--user-data-dir={tmp / 'chrome-profile'}", f"--window-size={WIDTH},{HEIGHT}", *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def render(page: str, tmp: Path, name: str) -> tuple[dict, Path]:
+    """Probe results and a screenshot of ``page`` as Chromium lays it out."""
+    probed = tmp / f"{name}-probe.html"
+    probed.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    dom = chromium(tmp, "--virtual-time-budget=5000", "--dump-dom", probed.as_uri())
+    m = re.search(r'<pre id="imx-probe">(.*?)</pre>', dom, re.S)
+    assert m, "the probe did not run: the page did not load"
+    plain = tmp / f"{name}.html"
+    plain.write_text(page, encoding="utf-8")
+    shot = tmp / f"{name}.png"
+    chromium(tmp, f"--screenshot={shot}", plain.as_uri())
+    return json.loads(html.unescape(m.group(1))), shot
+
+
+def check_screenshot(shot: Path) -> None:
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (WIDTH, HEIGHT)
+    assert len(data) > 40_000, "the screenshot is nearly blank"
+
+
+def check_charts(probe: dict, want_ids: set[str], total_points: int) -> None:
+    drawn = {c["id"]: c for c in probe["charts"] if c["w"] > 300 and c["h"] > 150}
+    assert len(drawn) >= 4 and want_ids <= set(drawn), probe["charts"]
+    assert all(c["points"] or c["cells"] for c in drawn.values())
+    assert drawn["total-tps"]["points"] == total_points
+    assert probe["scrollWidth"] <= probe["innerWidth"], "the page is wider than the window"
+
+
+def rows_of(probe: dict, cls: str) -> list[list[str]]:
+    (table,) = [t for t in probe["tables"] if cls in t["cls"].split()]
+    return table["rows"]
+
+
+def expected_matrix_cells(store: Store, run_id: str) -> dict[tuple[str, str], str]:
+    cols, rows = store.query("SELECT context_label, concurrency, status, total_tps, ttft_ms FROM decode_matrix WHERE run_id = ?", [run_id])
+    return {(label, str(n)): (f"{fmt_tps(tps)} {fmt_ms(ttft)} TTFT" if status == "valid" else status_label(status))
+            for label, n, status, tps, ttft in rows}
+
+
+def check_matrix(probe: dict, want: dict[tuple[str, str], str]) -> None:
+    header, *body = rows_of(probe, "matrix")
+    got = {(row[0], n): cell for row in body for n, cell in zip(header[1:], row[1:]) if (row[0], n) in want}
+    assert got == want
+
+
+def test_sim_run_report_renders(sim_run_db, tmp_path):
+    db, run_id = sim_run_db
+    with Store(db, read_only=True) as store:
+        page = render_html(store, run_id)
+        want = expected_matrix_cells(store, run_id)
+        valid = store.query("SELECT count(*) FROM decode_matrix WHERE run_id = ? AND status = 'valid'", [run_id])[1][0][0]
+        prefill = store.query("SELECT context_label, prompt_tps, ttft_ms FROM prefill_list WHERE run_id = ? AND status = 'valid'", [run_id])[1]
+    probe, shot = render(page, tmp_path, "sim")
+    check_screenshot(shot)
+    check_charts(probe, {"total-tps", "per-request-tps", "prefill-tps", "prefill-ttft", "decode-heatmap", "ttft-percentiles"}, valid)
+    check_matrix(probe, want)
+    shown = rows_of(probe, "prefill")
+    for label, tps, ttft in prefill:
+        assert [f"{label} context", fmt_tps(tps), fmt_ms(ttft), "Valid"] in shown
+
+
+def test_imported_reference_report_renders(tmp_path):
+    with Store(tmp_path / "ref.duckdb") as store:
+        rid = import_page(store, REFERENCE_PAGE).run_id
+        page = render_html(store, rid)
+        want = expected_matrix_cells(store, rid)
+    probe, shot = render(page, tmp_path, "reference")
+    check_screenshot(shot)
+    text = REFERENCE_PAGE.read_text(encoding="utf-8")
+    valid_rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
+                  if line.startswith("| Sustained decode") and "| Valid |" in line]
+    check_charts(probe, {"total-tps", "per-request-tps", "prefill-tps", "prefill-ttft", "decode-heatmap"}, len(valid_rows))
+    check_matrix(probe, want)
+    long = rows_of(probe, "long")
+    assert all(row in long for row in valid_rows)  # the page's own rows, as the browser shows ours
+
+
+def test_compare_page_renders(sim_run_db, tmp_path):
+    db = tmp_path / "both.duckdb"
+    shutil.copy(sim_run_db[0], db)
+    with Store(db) as store:
+        ref = import_page(store, REFERENCE_PAGE).run_id
+        page = render_compare_html(store, [ref, sim_run_db[1]])
+        common = store.query("SELECT count(DISTINCT (context_label, concurrency)) FROM engine_comparison WHERE run_a = ? AND run_b = ?",
+                             [ref, sim_run_db[1]])[1][0][0]
+    probe, shot = render(page, tmp_path, "compare")
+    check_screenshot(shot)
+    header, *body = rows_of(probe, "compare")
+    assert len(body) == common >= 1
+    assert all(re.fullmatch(r"×\d+\.\d\d( [✓✗])?", row[4]) for row in body)
+    assert {c["id"] for c in probe["charts"] if c["w"] > 300} >= {"compare-total-tps", "ratio-b"}

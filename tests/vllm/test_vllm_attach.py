@@ -1,0 +1,91 @@
+"""The vllm plugin's own lifecycle (start, ready, describe, stop) on real vLLM, and the CLI attached to
+that server with ``--engine vllm --base-url``: chat API through the tiny model's template, and the
+loop detector on real output (random weights decoded greedily repeat themselves)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import anyio
+import duckdb
+import httpx
+import psutil
+import pytest
+from vllm_helpers import KEY_VAR, cli, processes_using
+
+from infermatrix.core.config import validate_config
+from infermatrix.core.plugins import get_plugin_manager
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture(scope="module")
+def server(vllm_python, tiny_model, tmp_path_factory):
+    """A vLLM server started by the plugin itself (module scope: gone before the CLI launch run)."""
+    key = "imx-" + secrets.token_hex(12)
+    workdir = tmp_path_factory.mktemp("vllm-plugin")
+    pm = get_plugin_manager(load_entrypoints=False)
+    mp = pytest.MonkeyPatch()
+    mp.setenv(KEY_VAR, key)
+    cfg = validate_config(pm, {"engine": {
+        "kind": "vllm", "python": vllm_python, "model_source": str(tiny_model), "model": "tiny", "api_key_env": KEY_VAR,
+        "env": {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"},
+        "args": {"load_format": "dummy", "max_model_len": 2048, "max_num_seqs": 4, "enforce_eager": True},
+    }}, "test")  # fmt: skip
+    engine = pm.hook.launch_engine(config=cfg.engine, workdir=workdir)
+
+    async def up():
+        await engine.start()
+        async with httpx.AsyncClient() as client:
+            await engine.wait_ready(client, 600)
+            return await engine.describe(client)
+
+    try:
+        info = anyio.run(up)
+        yield engine, info, key, workdir
+    finally:
+        pid = engine.child.pid if engine.child else None
+        anyio.run(engine.stop)
+        mp.undo()
+        assert processes_using(str(tiny_model)) == []
+        assert pid is None or not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_plugin_lifecycle_and_description(server):
+    engine, info, key, workdir = server
+    assert engine.alive() and engine.child.pid
+    assert engine.log_path == workdir / "vllm.log" and "Application startup complete" in engine.log_path.read_text()
+    assert (info.engine, info.version, info.model, info.max_model_len) == ("vllm", "0.32.0", "tiny", 2048)
+    assert info.extra["backend"] == "cpu" and info.extra["startup_s"] > 0
+    assert info.extra["max_num_seqs"] == 4 and info.extra["kv_cache_log"]["device"] == "CPU"
+    assert "--api-key <redacted>" in info.launch_command and key not in info.launch_command
+    assert key not in engine.log_path.read_text()  # vLLM prints its args; the key shows as ***
+
+
+def test_cli_attached_chat_run_marks_real_loops(server, tmp_path):
+    engine, _, key, _ = server
+    db = tmp_path / "attach.duckdb"
+    proc = cli("run", "--engine", "vllm", "--base-url", engine.base_url + "/v1", "--model", "tiny",
+               "--contexts", "256", "--prefill-contexts", "256", "--concurrency", "1,2", "--duration", "2",
+               "--max-output", "128", "--api", "chat", "--api-key-env", KEY_VAR, "--db", str(db),
+               env={KEY_VAR: key}, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert engine.alive()  # attached: the run leaves the server alone
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        run = dict(zip(["launch_command", "engine_extra", "kv_tokens", "max_seqs", "api"],
+                       con.execute("SELECT launch_command, engine_extra, kv_tokens, max_seqs, api FROM runs").fetchone()))  # fmt: skip
+        cells = con.execute("SELECT concurrency, status, reason FROM cells ORDER BY concurrency").fetchall()
+        evidence = con.execute("SELECT loop_evidence, text FROM requests WHERE looped LIMIT 1").fetchone()
+        prefill = con.execute("SELECT status, prompt_tokens FROM prefill_list").fetchone()
+    finally:
+        con.close()
+    extra = json.loads(run["engine_extra"]) if isinstance(run["engine_extra"], str) else run["engine_extra"]
+    assert run["launch_command"] is None and extra["attached"] is True and run["api"] == "chat"
+    assert extra["model_source"] == str(engine.config.model_source)  # /v1/models "root"
+    assert extra["num_gpu_blocks"] and run["kv_tokens"] == extra["num_gpu_blocks"] * extra["block_size"]
+    assert run["max_seqs"] is None  # attached, there is no command line to read --max-num-seqs from
+    assert [c[:2] for c in cells] == [(1, "looped"), (2, "looped")], cells
+    assert evidence is not None and evidence[1], "a looped request keeps its text as evidence"
+    assert prefill[0] == "valid" and abs(prefill[1] - 256) <= 16  # chat template counted by /tokenize
