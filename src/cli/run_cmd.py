@@ -111,7 +111,12 @@ def resume(run_id, db, overrides, retry_errors) -> None:
 def _resume(pm, resume_id: str, db: str | None, overrides, retry_errors: bool) -> None:
     from infermatrix.core.store import StoreError
 
-    store = open_store(db or DEFAULT_DB)
+    from pathlib import Path
+
+    path = db or DEFAULT_DB
+    if not Path(path).expanduser().exists():  # resuming never creates a database
+        fail(f"no database at {path} (give the --db the run was written to)")
+    store = open_store(path)
     try:
         run_id = store.resolve_run(resume_id)
         run = store.get_run(run_id) or {}

@@ -227,6 +227,18 @@ class LaunchedEngine(Engine):
                 self._last_exit = child.exit_note()
                 if self.child is child:
                     self.child = None
+                self._redact_log()
+
+    def _redact_log(self) -> None:
+        """The engine may have printed the key (some log their arguments): keep it out of the kept log."""
+        if not self.api_key:
+            return
+        try:
+            text = self.log_path.read_text(errors="replace")
+            if self.api_key in text:
+                self.log_path.write_text(self.redact(text))
+        except OSError:
+            pass
 
     def alive(self) -> bool:
         return self.attach or (self.child is not None and self.child.alive())
@@ -241,10 +253,11 @@ class LaunchedEngine(Engine):
         return self.child.exit_note() if self.child is not None else getattr(self, "_last_exit", "was never started")
 
     def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the engine's log, redacted."""
         if self.child is not None:
-            return self.child.log_tail(lines)
+            return self.redact(self.child.log_tail(lines))
         try:  # after stop(): the log file is still there
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            return self.redact("\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:]))
         except OSError:
             return ""
 

@@ -44,7 +44,7 @@ CONNECT_FAILURES = 3
 REJECTED_UNITS = 3
 # Request-specific answers that say nothing about the engine as a whole (e.g. a too-long prompt).
 _REQUEST_SPECIFIC = ("HTTP 400", "HTTP 404", "HTTP 413", "HTTP 422")
-_FAILED = ("ok", "cancelled")  # outcomes that are not failures
+_NOT_FAILED = ("ok", "cancelled")  # the outcomes that are not failures
 
 
 @dataclass
@@ -196,9 +196,12 @@ async def execute_run(
                 created = True
                 outcome.status = "failed"
                 await _run_matrix(pm, cfg, store, console, engine, client, transport, run_id, todo, outcome)
-            outcome.status = "interrupted" if sig.first else "completed"
+            outcome.status = "interrupted" if work.cancelled_caught else "completed"
         except EngineError as exc:
             outcome.status, outcome.error = "failed", engine.redact(str(exc)) if engine else str(exc)
+        except httpx.HTTPError as exc:  # lost the engine outside a watched cell (describe, tokenizer ...)
+            outcome.status = "failed"
+            outcome.error = engine.redact(f"lost the engine at {engine.base_url}: {type(exc).__name__}: {exc}")
         except BaseException as exc:  # a bug or a store failure: the run is failed, and the error shown
             if created:
                 outcome.status, outcome.error = "failed", engine.redact(f"{type(exc).__name__}: {exc}")
@@ -206,7 +209,7 @@ async def execute_run(
         finally:
             if created:
                 with anyio.CancelScope(shield=True):
-                    if sig.first and outcome.status != "failed":
+                    if work.cancelled_caught and outcome.status != "failed":
                         outcome.status = "interrupted"
                     if not engine.attach:
                         console.print(f"  {engine.kind} killed" if sig.hard else f"  stopping {engine.kind} …", highlight=False)
@@ -337,7 +340,7 @@ async def _guarded(engine: Engine, client: httpx.AsyncClient, transport: Watched
 
 
 def _count(records: list[RequestRecord]) -> dict[str, Any]:
-    failed = [r for r in records if r.outcome not in _FAILED]
+    failed = [r for r in records if r.outcome not in _NOT_FAILED]
     return {"requests": len(records), "failed_requests": len(failed), "outcomes": dict(Counter(r.outcome for r in records))}
 
 
@@ -347,9 +350,9 @@ def _account(result: CellResult, warm: list[RequestRecord]) -> None:
     if "requests" not in f:  # a cell that ended before its window (every warm-up failed, engine down ...)
         f.update(_count(result.requests))
         f["warmup_requests"] = len(warm)
-        f["warmup_failed"] = sum(1 for r in warm if r.outcome not in _FAILED)
+        f["warmup_failed"] = sum(1 for r in warm if r.outcome not in _NOT_FAILED)
     else:
-        warm_failed = [r for r in warm if r.outcome not in _FAILED and r not in result.requests]
+        warm_failed = [r for r in warm if r.outcome not in _NOT_FAILED and r not in result.requests]
         f["warmup_requests"] = len(warm)
         f["warmup_failed"] = len(warm_failed)
         if warm_failed:
@@ -417,7 +420,7 @@ def _rejected_everything(result: CellResult | PrefillResult) -> bool | None:
         return result.status == "error" and not (result.reason or "").startswith(_REQUEST_SPECIFIC)
     if result.status != "error" or (result.flags.get("outcomes") or {}).get("ok"):
         return False
-    errors = [r.error or "" for r in result.requests if r.outcome not in _FAILED]
+    errors = [r.error or "" for r in result.requests if r.outcome not in _NOT_FAILED]
     return bool(errors) and not all(e.startswith(_REQUEST_SPECIFIC) for e in errors)
 
 
@@ -557,12 +560,12 @@ def _partial(ctx: int, n: int, status: str, reason: str, started_at: float, runn
     """A cell cut short: its status, why, and every request it had sent (no numbers)."""
     warm = list(getattr(runner, "last_warm", None) or [])
     records = list(getattr(runner, "live_records", None) or [])
-    requests = [*(r for r in warm if r.outcome not in _FAILED), *records]
+    requests = [*(r for r in warm if r.outcome not in _NOT_FAILED), *records]
     result = CellResult(context_tokens=ctx, concurrency=n, status=status, reason=reason, started_at=started_at,
                         finished_at=time.time(), requests=requests, flags=dict(flags))  # fmt: skip
     result.flags.update(_count(requests))
     result.flags["warmup_requests"] = len(warm)
-    result.flags["warmup_failed"] = sum(1 for r in warm if r.outcome not in _FAILED)
+    result.flags["warmup_failed"] = sum(1 for r in warm if r.outcome not in _NOT_FAILED)
     total = result.flags["requests"]
     result.flags["success_rate"] = round((total - result.flags["failed_requests"]) / total, 4) if total else None
     return result

@@ -14,7 +14,7 @@ import pytest
 from infermatrix.core.importer import PageError, import_page, page_run_id, parse_page
 from infermatrix.core.report import load_report, render_markdown
 from infermatrix.core.report.layout import matrix_cell
-from infermatrix.core.store import Store
+from infermatrix.core.store import Store, StoreError
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "reference" / "vllm-h200x4-qwen3.8-flash-next.txt"
@@ -130,17 +130,16 @@ def test_misread_pages_are_refused(page_text, edit, message):
 
 def test_nothing_is_kept_when_saving_fails(store, page_path, monkeypatch):
     calls = {"n": 0}
-    real = Store.save_cell
+    real = Store._cell_statements
 
-    def flaky(self, run_id, cell):
+    def failing_fifth(run_id, cell):  # the 5th cell's insert fails inside the transaction
         calls["n"] += 1
-        if calls["n"] == 5:
-            raise RuntimeError("disk full")
-        return real(self, run_id, cell)
+        return [("INSERT INTO no_such_table VALUES (1)", [])] if calls["n"] == 5 else real(run_id, cell)
 
-    monkeypatch.setattr(Store, "save_cell", flaky)
-    with pytest.raises(RuntimeError):
+    monkeypatch.setattr(Store, "_cell_statements", staticmethod(failing_fifth))
+    with pytest.raises(StoreError, match="no_such_table"):
         import_page(store, page_path)
+    assert calls["n"] > 5
     assert store.query("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM cells), (SELECT count(*) FROM prefill)")[1] == [(0, 0, 0)]
 
 

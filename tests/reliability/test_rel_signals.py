@@ -55,6 +55,8 @@ def test_sigint_mid_cell_then_run_resume(tmp_path):
     assert query(db, "SELECT count(*) FROM requests WHERE concurrency = 1")[0][0] == n_before
     assert run_row(db)["status"] == "completed"
     assert_nothing_left(tmp_path)
+    again = run_cli("resume", run["run_id"][:4], "--db", str(db), cwd=tmp_path)  # a prefix is enough
+    assert again.returncode == 0 and "nothing to run" in again.stderr and "starting" not in again.stderr
 
 
 def test_sigterm_mid_cell(tmp_path):

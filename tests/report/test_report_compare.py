@@ -133,11 +133,11 @@ def test_best_run_per_cell_over_three_runs(store):
 
 
 def test_method_warning_names_each_difference(store):
-    a, _, _ = fill_run(store, seed=1)
-    same, _, _ = fill_run(store, seed=2)
+    a, _, _ = fill_run(store, seed=1, other=False)
+    same, _, _ = fill_run(store, seed=2, other=False)
     assert load_comparison(store, [a, same]).method_diffs == []
     b, _, _ = fill_run(store, {"duration_s": 5.0, "max_output": 256, "prompt_mode": "shared", "api": None,
-                               "config": {"matrix": {"warmup": True}}}, seed=3)
+                               "config": {"matrix": {"warmup": True}}}, seed=3, other=False)
     cmp = load_comparison(store, [a, b])
     assert [d.split(":")[0] for d in cmp.method_diffs] == ["duration", "max output", "prompt mode"]
     md = render_compare_markdown(store, [a, b])
@@ -174,8 +174,8 @@ def test_text_colours_better_green_worse_red(store):
 
 
 def test_json_and_html(store):
-    a, _, _ = fill_run(store, seed=1)
-    b, _, _ = fill_run(store, {"engine": "sglang"}, scale=1.25, seed=2)
+    a, _, _ = fill_run(store, seed=1, other=False)
+    b, _, _ = fill_run(store, {"engine": "sglang"}, scale=1.25, seed=2, other=False)
     doc = render_compare_json(store, [a, b])
     assert tuple(doc) == COMPARE_KEYS
     json.loads(json.dumps(doc))
@@ -191,7 +191,7 @@ def test_json_and_html(store):
 
 
 def test_compare_needs_two_distinct_runs(store):
-    a, _, _ = fill_run(store)
+    a, _, _ = fill_run(store, other=False)
     with pytest.raises(StoreError, match="at least two"):
         render_compare_markdown(store, [a])
     with pytest.raises(StoreError, match="twice"):

@@ -105,6 +105,17 @@ def test_points_sit_on_a_log2_axis_in_value_order(filled):
     # more tok/s is higher on the page (smaller y)
     by_y = [c.total_tps for _, c in sorted(zip([y for _, y in pts], mine), key=lambda t: -t[0])]
     assert by_y == sorted(c.total_tps for c in mine)
+    # and the height above the x axis (y = 0) is proportional to the value, for every point drawn
+    (axis,) = [ln for ln in svg.iter("line") if "imx-axis" in ln.classes() and ln.attrs["y1"] == ln.attrs["y2"]]
+    base = float(axis.attrs["y1"])
+    valid = {(format_context(c.context_tokens), c.concurrency): c.total_tps for c, _ in cells.values() if c.status == "valid"}
+    drawn = []
+    for circle in svg.iter("circle"):
+        label, n = re.match(r"(\S+) × (\d+):", circle.all_text()).groups()
+        drawn.append((valid[(label, int(n))], base - float(circle.attrs["cy"])))
+    k = max(h for _, h in drawn) / max(v for v, _ in drawn)
+    assert all(abs(h - k * v) < 0.2 for v, h in drawn), drawn
+    assert len(drawn) == len(valid)
 
 
 def test_imported_page_has_charts_and_says_why_no_bands(tmp_path):

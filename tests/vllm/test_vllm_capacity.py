@@ -3,6 +3,8 @@ sequences — and the vllm hook answers only for vllm (the generic reader keeps 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from infermatrix.core.config import validate_config
@@ -77,3 +79,12 @@ def test_other_kinds_keep_the_generic_reader(kind):
     cap = _resolve(engine, {"kv_cache_log": kv_tokens_from_log(GPU_LOG)}, METRICS)
     assert cap.kv_tokens == 6144 and cap.max_seqs is None  # from /metrics; the vllm hook stayed out
     assert _resolve(engine, {"kv_cache_log": kv_tokens_from_log(GPU_LOG)}, None) is None
+
+
+def test_recorded_vllm_metrics_page():
+    """A whole /metrics page as vLLM 0.32 (CPU) served it for configs/vllm-cpu-tiny.toml."""
+    text = (Path(__file__).parent / "recorded_vllm_0.32_cpu_metrics.txt").read_text()
+    cap = _resolve(VLLM, {"max_num_seqs": 8}, text)
+    assert (cap.kv_tokens, cap.max_seqs) == (48 * 128, 8)
+    labels = cache_config_labels(text)
+    assert labels["kv_cache_size_tokens"] == "6144" and labels["enable_prefix_caching"] == "True"

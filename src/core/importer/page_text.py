@@ -243,7 +243,9 @@ def _check(derived: list[PageRow], long: list[PageRow], what: str) -> None:
 def parse_page(text: str) -> PublishedPage:
     lines = _lines(text)
     if not lines or lines[0] != TITLE:
-        raise PageError(f"not a published benchmark page: the first line is not {TITLE!r}")
+        raise PageError(
+            f"not a published benchmark page: the first line is not {TITLE!r} (import the page's text, as a browser saves or copies it)"
+        )
     sections = _split_sections(lines[1:])
     top = sections[""]
     model, _, hardware = (top[0] if top else "").partition(" on ")

@@ -130,11 +130,8 @@ def import_page(store: Store, path: str | Path, name: str | None = None, replace
     info = run_fields(page, source=f"published page {p.name}", name=name or p.stem)
     store.create_run({"run_id": rid, **info})
     try:
-        for r in page.prefill:
-            store.save_prefill(rid, _prefill(r))
-        for r in page.decode:
-            store.save_cell(rid, _cell(r))
+        store.save_results(rid, [_prefill(r) for r in page.prefill], [_cell(r) for r in page.decode])
     except BaseException:
-        store.delete_run(rid)  # all or nothing: a half-imported page would compare wrongly
+        store.delete_run(rid)  # all or nothing: a run without its numbers would compare wrongly
         raise
     return ImportResult(rid, True, page)

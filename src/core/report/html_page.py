@@ -20,7 +20,7 @@ main { max-width: 1400px; margin: 0 auto; padding: 24px 28px 48px; }
 h1 { font-size: 26px; margin: 0 0 2px; } h2 { font-size: 19px; margin: 30px 0 6px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
 h3 { font-size: 15px; margin: 0 0 6px; }
 .subtitle { font-size: 17px; font-weight: 600; color: var(--accent); margin: 0; } .summary, .caption, .muted { color: var(--muted); margin: 2px 0 8px; }
-.facts { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); gap: 12px; margin-top: 16px; }
+.facts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(300px, 100%), 1fr)); gap: 12px; margin-top: 16px; }
 .facts section { background: var(--panel); border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; }
 .facts dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 0; }
 .facts dt { font-weight: 600; } .facts dd { margin: 0; overflow-wrap: anywhere; }
@@ -30,7 +30,7 @@ th, td { border: 1px solid var(--line); padding: 4px 9px; } th { background: var
 td.num, th.num { text-align: right; white-space: nowrap; } td.text { text-align: left; }
 .scroll { overflow-x: auto; }
 table.matrix td { text-align: right; min-width: 96px; } table.matrix th[scope=row] { text-align: right; }
-table.matrix .tps { display: block; font-weight: 600; } table.matrix .ttft { display: block; color: var(--muted); font-size: 12px; }
+table.matrix .tps { display: block; font-weight: 600; } table.matrix .ttft { display: block; color: var(--muted); font-size: 12px; white-space: nowrap; }
 td.st-looped, .st-looped { color: var(--looped); font-weight: 600; font-style: italic; }
 td.st-over_capacity, .st-over_capacity { color: var(--over); font-style: italic; }
 td.st-error, .st-error { color: var(--error); font-weight: 600; }
@@ -40,7 +40,7 @@ td.st-missing { color: var(--muted); text-align: center; }
 .legend p { margin: 2px 0; color: var(--muted); } ul.notes { margin: 6px 0; }
 .warning { background: #fef3c7; color: #78350f; border: 1px solid #f59e0b; border-radius: 6px; padding: 8px 12px; margin: 10px 0; }
 .better { color: var(--better); font-weight: 600; } .worse { color: var(--worse); font-weight: 600; } .same { color: var(--muted); }
-.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 18px; }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(560px, 100%), 1fr)); gap: 18px; }
 figure.chart { margin: 0; background: var(--panel); border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; }
 figure.chart figcaption { color: var(--muted); font-size: 12.5px; margin-bottom: 4px; } figure.chart figcaption b { color: var(--fg); font-size: 14px; display: block; }
 svg.imx-chart { width: 100%; height: auto; display: block; }

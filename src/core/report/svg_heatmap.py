@@ -113,8 +113,8 @@ def heatmap(
         stops = "".join(f'<stop offset="{k / 10:.1f}" stop-color="{_hex(_interp(ramp, k / 10))}"/>' for k in range(11))
         gid = f"{chart_id or 'heat'}-grad"
         out.append(f'<defs><linearGradient id="{escape(gid)}">{stops}</linearGradient></defs>')
-        out.append(f'<rect x="{left}" y="{y_leg - 8:.1f}" width="160" height="10" fill="url(#{escape(gid)})"/>')
+        out.append(f'<rect x="{left}" y="{y_leg - 8:.1f}" width="240" height="10" fill="url(#{escape(gid)})"/>')
         out.append(f'<text class="imx-tick" x="{left}" y="{y_leg + 14:.1f}">{escape(legend[0])}</text>')
-        out.append(f'<text class="imx-tick" x="{left + 160}" y="{y_leg + 14:.1f}" text-anchor="end">{escape(legend[1])}</text>')
+        out.append(f'<text class="imx-tick" x="{left + 240}" y="{y_leg + 14:.1f}" text-anchor="end">{escape(legend[1])}</text>')
     out.append("</svg>")
     return "".join(out)

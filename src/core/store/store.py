@@ -297,13 +297,9 @@ class Store:
 
     def save_prefill(self, run_id: str, r: PrefillResult) -> None:
         """Save (or replace) one prefill probe."""
-        if r.status not in PREFILL_STATUSES:
-            raise StoreError(f"unknown prefill status {r.status!r} (expected one of {', '.join(PREFILL_STATUSES)})")
+        statements = self._prefill_statements(run_id, r)
         self._require_run(run_id)
-        self._transaction(
-            f"prefill {format_context(r.context_tokens)} of run {run_id}",
-            [("INSERT OR REPLACE INTO prefill VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [*rows.prefill_row(run_id, r), _now()])],
-        )
+        self._transaction(f"prefill {format_context(r.context_tokens)} of run {run_id}", statements)
 
     def save_cell(self, run_id: str, c: CellResult) -> None:
         """Save one finished cell: its row, its requests and its histograms, in ONE transaction.
@@ -311,10 +307,32 @@ class Store:
         Saving a cell again replaces it entirely (resume / retry). On any error nothing of the new
         version is kept and an earlier saved version stays as it was.
         """
+        statements = self._cell_statements(run_id, c)
+        self._require_run(run_id)
+        self._transaction(f"cell {format_context(c.context_tokens)} x {c.concurrency} of run {run_id}", statements)
+
+    def save_results(self, run_id: str, prefill: Sequence[PrefillResult] = (), cells: Sequence[CellResult] = ()) -> None:
+        """Save many prefill probes and cells in ONE transaction (all or nothing): what an import
+        of a whole published matrix needs. Same rules as :meth:`save_prefill` / :meth:`save_cell`."""
+        statements: list[tuple[Any, Any]] = []
+        for r in prefill:
+            statements += self._prefill_statements(run_id, r)
+        for c in cells:
+            statements += self._cell_statements(run_id, c)
+        self._require_run(run_id)
+        self._transaction(f"{len(prefill)} prefill points and {len(cells)} cells of run {run_id}", statements)
+
+    @staticmethod
+    def _prefill_statements(run_id: str, r: PrefillResult) -> list[tuple[Any, Any]]:
+        if r.status not in PREFILL_STATUSES:
+            raise StoreError(f"unknown prefill status {r.status!r} (expected one of {', '.join(PREFILL_STATUSES)})")
+        return [("INSERT OR REPLACE INTO prefill VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [*rows.prefill_row(run_id, r), _now()])]
+
+    @staticmethod
+    def _cell_statements(run_id: str, c: CellResult) -> list[tuple[Any, Any]]:
         what = f"cell {format_context(c.context_tokens)} x {c.concurrency} of run {run_id}"
         if c.status not in CELL_STATUSES:
             raise StoreError(f"{what}: unknown status {c.status!r} (expected one of {', '.join(CELL_STATUSES)})")
-        self._require_run(run_id)
         try:
             cell = rows.cell_row(run_id, c) + [_now()]
             requests = rows.request_rows(run_id, c)
@@ -328,7 +346,7 @@ class Store:
         statements.append((Bulk, ("requests", _REQUEST_COLUMNS, requests)))
         statements.append((Bulk, ("histograms", _HISTOGRAM_COLUMNS, hists)))
         statements.append((Bulk, ("histogram_percentiles", _PERCENTILE_COLUMNS, pcts)))
-        self._transaction(what, statements)
+        return statements
 
     def done_cells(self, run_id: str, retry_errors: bool = False) -> set[tuple[int, int]]:
         """``(context_tokens, concurrency)`` of the cells resume should skip: any final status

@@ -95,6 +95,7 @@ class SimFaults(Strict):
     exit: ExitFault | None = None
     never_ready: bool = Field(False, description="/health answers 503 forever")
     shutdown_delay_s: float = Field(0.0, ge=0, description="on SIGINT/SIGTERM, block this long before shutting down (an engine slow to exit)")
+    log_api_key: bool = Field(False, description="print the API key at startup, as engines that log their arguments do")
 
 
 async def _events(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -191,6 +192,8 @@ class FaultState:
 
     def start(self) -> None:
         """Called once the server is up: arms the timed exit."""
+        if self.faults.log_api_key and self.api_key:
+            print(f"infermatrix-sim: non-default args: {{'api_key': '{self.api_key}'}}", file=sys.stderr, flush=True)
         ex = self.faults.exit
         if ex is not None and ex.after_s is not None:
             asyncio.get_running_loop().call_later(ex.after_s, self.exit_now, f"exiting with code {ex.code} after {ex.after_s:g} s")

@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError, model_validator
 from infermatrix.core.config import ConfigError, Strict
 from infermatrix.plugins.sim.faults import SimFaults
 
-__all__ = ["LoopProfile", "SimProfile", "load_profile", "builtin_profiles", "PROFILE_DIR"]
+__all__ = ["LoopProfile", "FrontendTable", "SimProfile", "load_profile", "builtin_profiles", "PROFILE_DIR"]
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 
@@ -29,6 +29,45 @@ class LoopProfile(Strict):
     min_running: int = Field(1, ge=1, description="...and only while at least this many requests are admitted (itself included)")
     after_tokens: int = Field(64, ge=0, description="output tokens before the loop starts")
     period_tokens: int = Field(16, ge=1, description="length of the repeated cycle")
+
+
+class FrontendTable(Strict):
+    """Measured intake delays: ``ms[i][j]`` at ``contexts[i]`` prompt tokens with ``requests[j]`` in the server.
+
+    Linear between rows and between columns, flat beyond the ends of either axis."""
+
+    contexts: list[int] = Field(min_length=1, description="prompt tokens, ascending")
+    requests: list[int] = Field(min_length=1, description="requests in the server (itself included), ascending")
+    ms: list[list[float]] = Field(description="one row per context, one column per request count")
+
+    @model_validator(mode="after")
+    def _check(self) -> FrontendTable:
+        for name, axis in (("contexts", self.contexts), ("requests", self.requests)):
+            if any(v <= 0 for v in axis) or any(b <= a for a, b in zip(axis, axis[1:])):
+                raise ValueError(f"frontend_table.{name} must be positive and strictly ascending")
+        if len(self.ms) != len(self.contexts) or any(len(row) != len(self.requests) for row in self.ms):
+            raise ValueError("frontend_table.ms needs one row per context with one value per request count")
+        if any(v < 0 for row in self.ms for v in row):
+            raise ValueError("frontend_table.ms values must be >= 0")
+        return self
+
+    def lookup(self, context_tokens: float, requests: float) -> float:
+        i0, i1, fi = _bracket(self.contexts, context_tokens)
+        j0, j1, fj = _bracket(self.requests, requests)
+        ms = self.ms
+        lo = ms[i0][j0] + (ms[i0][j1] - ms[i0][j0]) * fj
+        hi = ms[i1][j0] + (ms[i1][j1] - ms[i1][j0]) * fj
+        return lo + (hi - lo) * fi
+
+
+def _bracket(axis: list[int], x: float) -> tuple[int, int, float]:
+    """Indices around ``x`` on an ascending axis and the fraction between them (0 beyond the ends)."""
+    if x <= axis[0]:
+        return 0, 0, 0.0
+    if x >= axis[-1]:
+        return len(axis) - 1, len(axis) - 1, 0.0
+    hi = next(i for i, v in enumerate(axis) if v >= x)
+    return hi - 1, hi, (x - axis[hi - 1]) / (axis[hi] - axis[hi - 1])
 
 
 class SimProfile(Strict):
@@ -52,6 +91,15 @@ class SimProfile(Strict):
     prefill_base_ms: float = Field(2.0, ge=0)
     prefill_cached_tps: float = Field(0.0, ge=0, description="rate of walking the cached part of a prompt; 0: free")
     prefix_cache_tokens: int = Field(1_048_576, ge=0, description="LRU bound of the prefix cache; 0 turns it off")
+    prefill_attn_ms: float = Field(0.0, ge=0, description="ms per million causal-attention token pairs a prefill computes "
+                                   "(new x cached + new x (new+1)/2): what makes long prompts slower per token")  # fmt: skip
+    # Intake (the API server in front of the engine): each request needs frontend_ms(prompt, n) of it before
+    # it reaches the scheduler, where n is the number of requests in the server, itself included. The work
+    # is shared (processor sharing): while n changes, a request's progress rate changes with it. 0: none.
+    frontend_base_ms: float = Field(0.0, ge=0, description="intake time of a request alone in the server")
+    frontend_per_1k_ms: float = Field(0.0, ge=0, description="...plus this much per 1000 prompt tokens")
+    frontend_load: float = Field(0.0, ge=0, description="each other request in the server stretches intake by this fraction")
+    frontend_table: FrontendTable | None = Field(None, description="measured intake delays by (prompt tokens, requests); replaces the three above")
     # Speculative decoding: each step a sequence emits 1 + the leading accepted drafts (each with p = acceptance).
     spec_tokens: int = Field(0, ge=0)
     acceptance: float = Field(0.0, ge=0, le=1)
@@ -79,6 +127,27 @@ class SimProfile(Strict):
                 raise ValueError("step_table needs [batch > 0, ms >= 0] rows")
             self.__dict__["step_table"] = sorted(self.step_table)  # bypass validate_assignment recursion
         return self
+
+    @property
+    def has_frontend(self) -> bool:
+        return self.frontend_table is not None or self.frontend_base_ms > 0 or self.frontend_per_1k_ms > 0
+
+    def frontend_ms(self, prompt_tokens: int, requests: int) -> float:
+        """Intake time of a request of ``prompt_tokens`` while ``requests`` are in the server (constant load)."""
+        if self.frontend_table is not None:
+            return self.frontend_table.lookup(prompt_tokens, requests)
+        ms = self.frontend_base_ms + self.frontend_per_1k_ms * prompt_tokens / 1000.0
+        return ms * (1.0 + self.frontend_load * max(0, requests - 1))
+
+    def prefill_ms(self, prompt_tokens: int, cached_tokens: int) -> float:
+        """Modelled duration of one (serial) prefill of the prompt's uncached part."""
+        new = prompt_tokens - cached_tokens
+        ms = self.prefill_base_ms + 1000.0 * new / self.prefill_tps
+        if self.prefill_cached_tps:
+            ms += 1000.0 * cached_tokens / self.prefill_cached_tps
+        if self.prefill_attn_ms:
+            ms += self.prefill_attn_ms * (new * cached_tokens + new * (new + 1) / 2) / 1e6
+        return ms
 
     @property
     def num_gpu_blocks(self) -> int:

@@ -1,6 +1,8 @@
 """The engine model: continuous batching on one asyncio step clock, and the record of what it did.
 
-Life of a sequence: ``waiting`` (FIFO, until its KV fits and a sequence slot is free) ->
+Life of a sequence: ``intake`` (the API server in front of the engine, when the profile has one:
+processor sharing, slower the more requests the server holds) -> ``waiting`` (FIFO, until its KV
+fits and a sequence slot is free) ->
 ``prefill_queued`` -> ``prefilling`` (serial, one at a time, at ``prefill_tps`` for the part the
 prefix cache doesn't hold) -> ``joining`` (joins the batch at the next step boundary) -> ``running``
 (every step emits 1 + accepted draft tokens) -> ``done``. Prefill runs beside decoding, as chunked
@@ -35,7 +37,7 @@ class Seq:
 
     __slots__ = (
         "id", "request_id", "api", "prompt_tokens", "blocks", "tail", "max_tokens", "ignore_eos", "seed",
-        "loop_marker", "reasoning", "state", "arrived", "admitted", "prefill_start", "prefill_end", "joined",
+        "loop_marker", "reasoning", "state", "arrived", "accepted", "admitted", "prefill_start", "prefill_end", "joined",
         "first_token", "finished", "finish_reason", "aborted", "cached_tokens", "generated", "limit",
         "limit_reason", "looped", "loop_after", "rng", "text", "emissions", "out", "waiter", "kv_own",
     )  # fmt: skip
@@ -55,7 +57,7 @@ class Seq:
         self.loop_marker = loop_marker
         self.reasoning = reasoning
         self.state = "new"
-        self.arrived = self.admitted = self.prefill_start = self.prefill_end = self.joined = None
+        self.arrived = self.accepted = self.admitted = self.prefill_start = self.prefill_end = self.joined = None
         self.first_token = self.finished = None
         self.finish_reason: str | None = None
         self.aborted = False
@@ -91,7 +93,7 @@ class Seq:
         return {
             "id": self.id, "request_id": self.request_id, "api": self.api, "prompt_tokens": self.prompt_tokens,
             "cached_tokens": self.cached_tokens, "max_tokens": self.max_tokens, "arrived": self.arrived,
-            "admitted": self.admitted, "prefill_start": self.prefill_start, "prefill_end": self.prefill_end, "joined": self.joined,
+            "accepted": self.accepted, "admitted": self.admitted, "prefill_start": self.prefill_start, "prefill_end": self.prefill_end, "joined": self.joined,
             "first_token": self.first_token, "emissions": [[em[i], int(em[i + 1])] for i in range(0, len(em), 2)],
             "output_tokens": self.generated, "finished": self.finished, "finish_reason": self.finish_reason,
             "aborted": self.aborted, "looped": self.looped, "loop_after": self.loop_after, "state": self.state,
@@ -103,6 +105,9 @@ class Scheduler:
         self.p = profile
         self.bs = profile.block_size
         self.cache_blocks = profile.prefix_cache_tokens // profile.block_size
+        self.intake: dict[Seq, float] = {}  # in the API server: the fraction of its intake work still to do
+        self._intake_t = 0.0  # when intake progress was last brought up to date
+        self._intake_wake = asyncio.Event()
         self.waiting: deque[Seq] = deque()
         self.prefill_q: deque[Seq] = deque()
         self.prefilling: Seq | None = None
@@ -128,6 +133,8 @@ class Scheduler:
     # --- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._decode_loop()), asyncio.create_task(self._prefill_loop())]
+        if self.p.has_frontend:
+            self._tasks.append(asyncio.create_task(self._intake_loop()))
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -148,14 +155,23 @@ class Scheduler:
 
     # --- requests --------------------------------------------------------------------------------
     def submit(self, seq: Seq, arrived: float | None = None) -> None:
-        seq.arrived = time.monotonic() if arrived is None else arrived
-        seq.state = "waiting"
+        now = time.monotonic()
+        seq.arrived = now if arrived is None else arrived
         if not self.cache_blocks:  # without prefix caching nothing is shared: every token is the sequence's own
             seq.blocks = ()
         seq.tail = seq.prompt_tokens - len(seq.blocks) * self.bs
         self.counters["requests"] += 1
         self.records.append(seq)
+        if self.p.has_frontend:
+            self._intake_progress(now)  # at the old load, before this request changes it
+            self.live[seq] = None
+            seq.state = "intake"
+            self.intake[seq] = 1.0
+            self._intake_wake.set()
+            return
         self.live[seq] = None
+        seq.accepted = now
+        seq.state = "waiting"
         self.waiting.append(seq)
         self._admit()
 
@@ -164,7 +180,10 @@ class Scheduler:
         state = seq.state
         if state in ("done", "new"):
             return
-        if state == "waiting":
+        if state == "intake":
+            self._intake_progress(time.monotonic())
+            del self.intake[seq]
+        elif state == "waiting":
             self.waiting.remove(seq)
         elif state == "prefill_queued":
             self.prefill_q.remove(seq)
@@ -175,7 +194,7 @@ class Scheduler:
         # "prefilling": the prefill task sees the flag when its sleep ends and drops the sequence
         seq.aborted = True
         self.counters["aborted"] += 1
-        self._done(seq, time.monotonic(), "abort", release=state != "waiting")
+        self._done(seq, time.monotonic(), "abort", release=state not in ("waiting", "intake"))
 
     def _need(self, seq: Seq) -> int:
         shared = 0
@@ -242,12 +261,62 @@ class Scheduler:
         if release:
             self._release(seq)
         seq.state = "done"
+        if self.intake:
+            self._intake_progress(time.monotonic())  # the load drops: progress so far was at the old one
+            self._intake_wake.set()
         self.live.pop(seq, None)
         seq.finished = t
         seq.finish_reason = reason
         seq.blocks = ()  # drop what a long truth record doesn't need
         seq.rng = seq.text = None
         self._admit()
+
+    # --- intake ----------------------------------------------------------------------------------
+    def _intake_progress(self, now: float) -> None:
+        """Bring every intake job's remaining work up to ``now`` at the load that held since the last update."""
+        dt = now - self._intake_t
+        self._intake_t = now
+        if dt <= 0 or not self.intake:
+            return
+        n = len(self.live)
+        fe = self.p.frontend_ms
+        for seq, left in self.intake.items():
+            ms = fe(seq.prompt_tokens, n)
+            self.intake[seq] = left - dt * 1000.0 / ms if ms > 0 else 0.0
+
+    async def _intake_loop(self) -> None:
+        """Processor-sharing intake: a request leaves when its work is done, at rates set by the load."""
+        fe = self.p.frontend_ms
+        while True:
+            if not self.intake:
+                self._intake_wake.clear()
+                await self._intake_wake.wait()
+                continue
+            now = time.monotonic()
+            self._intake_progress(now)
+            n = len(self.live)
+            done = []
+            nxt = math.inf
+            for seq, left in self.intake.items():
+                ms = fe(seq.prompt_tokens, n)
+                if left <= 1e-9 or ms <= 0:
+                    # It finished a moment ago, at the current load: that is when it left (the model's clock).
+                    done.append((seq, now + left * ms / 1000.0))
+                else:
+                    nxt = min(nxt, left * ms / 1000.0)
+            for seq, t in done:
+                del self.intake[seq]
+                seq.accepted = t
+                seq.state = "waiting"
+                self.waiting.append(seq)
+            if done:
+                self._admit()
+                continue
+            self._intake_wake.clear()
+            try:
+                await asyncio.wait_for(self._intake_wake.wait(), timeout=nxt)
+            except asyncio.TimeoutError:
+                pass
 
     # --- prefill ---------------------------------------------------------------------------------
     def _cached_prefix(self, seq: Seq) -> int:
@@ -289,9 +358,7 @@ class Scheduler:
             cached = self._cached_prefix(seq)
             seq.cached_tokens = cached
             seq.prefill_start = start
-            end = start + p.prefill_base_ms / 1000.0 + (seq.prompt_tokens - cached) / p.prefill_tps
-            if p.prefill_cached_tps:
-                end += cached / p.prefill_cached_tps
+            end = start + p.prefill_ms(seq.prompt_tokens, cached) / 1000.0
             delay = end - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -405,7 +472,7 @@ class Scheduler:
             "steps": steps,
             "counters": {**self.counters, "max_lag_s": self.max_lag_s},
             "state": {
-                "waiting": len(self.waiting), "running": self.n_admitted, "decoding": len(self.running),
+                "intake": len(self.intake), "waiting": len(self.waiting), "running": self.n_admitted, "decoding": len(self.running),
                 "reserved_kv_tokens": self.reserved, "kv_usage": self.kv_usage(), "prefix_cache_blocks": len(self.lru),
             },  # fmt: skip
             "profile": self.p.model_dump(mode="json"),

@@ -128,7 +128,8 @@ class VllmEngine(LaunchedEngine):
         argv = [] if self.attach else redact_argv(self.command(), [self.api_key] if self.api_key else [])
         log = self.log_text()
         info.extra.update(describe_vllm(argv, cache_config_labels(metrics), log, info.version, self.config))
-        info.extra["model_source"] = self.config.model_source or entry.get("root")
+        source = self.config.model_source
+        info.extra["model_source"] = expand_path(source) if source and not self.attach else entry.get("root") or source
         info.extra["startup_s"] = self.startup_s
         info.extra["attached"] = self.attach
         if not self.attach or _is_local(self.base_url):
