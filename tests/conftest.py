@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-from pathlib import Path
-
-import httpx
 import psutil
 import pytest
-
-ROOT = Path(__file__).parents[1]
+from imxtest import SimServer
 
 
 @pytest.fixture
@@ -31,54 +23,6 @@ def no_orphan_processes():
     assert not leftover, f"processes left running after the test session: {leftover}"
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class SimServer:
-    """A real ``infermatrix sim serve`` process on a loopback port."""
-
-    def __init__(self, profile: str, log: Path):
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "infermatrix", "sim", "serve", "--profile", profile, "--port", str(self.port)],
-            stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{self.base_url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"sim server did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.1)
-
-    def truth(self, since: float | None = None) -> dict:
-        params = {"since": since} if since is not None else None
-        return httpx.get(f"{self.base_url}/debug/truth", params=params, timeout=30).json()
-
-    def reset(self) -> None:
-        httpx.post(f"{self.base_url}/debug/reset", timeout=10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, 15)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait(5)
-
-
 @pytest.fixture
 def sim_factory(tmp_path):
     servers: list[SimServer] = []
@@ -91,12 +35,3 @@ def sim_factory(tmp_path):
     yield start
     for s in servers:
         s.stop()
-
-
-def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
-    """The real command line, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "infermatrix", *args],
-        capture_output=True, text=True, cwd=cwd or ROOT, timeout=timeout,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-    )

@@ -352,7 +352,8 @@ def _account(result: CellResult, warm: list[RequestRecord]) -> None:
         f["warmup_requests"] = len(warm)
         f["warmup_failed"] = sum(1 for r in warm if r.outcome not in _NOT_FAILED)
     else:
-        warm_failed = [r for r in warm if r.outcome not in _NOT_FAILED and r not in result.requests]
+        stored = {id(r) for r in result.requests}
+        warm_failed = [r for r in warm if r.outcome not in _NOT_FAILED and id(r) not in stored]
         f["warmup_requests"] = len(warm)
         f["warmup_failed"] = len(warm_failed)
         if warm_failed:

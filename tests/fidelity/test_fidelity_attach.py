@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import duckdb
 import pytest
-from conftest import SimServer, run_cli
+from imxtest import SimServer, run_cli
 from profiles import write_profile
 from truthlib import cell_truth, rel_err
 

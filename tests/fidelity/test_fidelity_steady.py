@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import duckdb
-from conftest import run_cli
+from imxtest import run_cli
 from profiles import write_profile
 
 
@@ -24,3 +24,7 @@ def test_admission_limited_cell_is_flagged(sim_factory, tmp_path):
     assert flags[4]["admission_limited"] is True
     assert flags[4]["achieved_concurrency"] == 2
     assert flags[4]["steady_state"]["engine_max_running"] == 2
+    # ... and the report says so beside the numbers
+    report = run_cli("report", "--db", str(db), "--format", "markdown")
+    assert report.returncode == 0, report.stderr
+    assert "never ran 4 at once (at most 2" in report.stdout

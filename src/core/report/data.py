@@ -6,6 +6,8 @@ is exactly what ``infermatrix sql`` would show; nothing comes from in-memory res
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,6 +123,13 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
         "FROM decode_details WHERE run_id = ?",
         run_id,
     )
+    flags = {
+        (r["context_tokens"], r["concurrency"]): r["flags"]
+        for r in _rows(store, "SELECT context_tokens, concurrency, flags FROM cells WHERE run_id = ?", run_id)
+    }
+    for key, d in {(d["context_tokens"], d["concurrency"]): d for d in details}.items():
+        raw = flags.get(key)
+        d["flags"] = json.loads(raw) if isinstance(raw, str) else (raw or {})
     return ReportData(
         run=run,
         prefill=_rows(store, "SELECT * FROM prefill_list WHERE run_id = ? ORDER BY context_tokens", run_id),

@@ -290,7 +290,26 @@ def cell_notes(d: ReportData) -> list[str]:
         reason = d.reason(r["context_tokens"], r["concurrency"])
         line = f"{r['context_label']} × {r['concurrency']}: {status_label(r['status'])}"
         notes.append(f"{line} — {reason}" if reason else line)
+    for r in d.decode:
+        if r["status"] == "valid":
+            notes.extend(f"{r['context_label']} × {r['concurrency']}: {n}" for n in flag_notes(d, r))
     for p in d.prefill:
         if p["status"] not in ("valid", "over_capacity"):
             notes.append(f"Prefill {p['context_label']}: {status_label(p['status'])}")
     return notes
+
+
+def flag_notes(d: ReportData, r: dict[str, Any]) -> list[str]:
+    """What a valid cell's provenance flags say that a reader must know (docs/metrics.md, cells.flags)."""
+    details = d.details.get((r["context_tokens"], r["concurrency"])) or {}
+    flags = details.get("flags") or {}
+    out = []
+    if flags.get("admission_limited"):
+        out.append(f"the engine never ran {r['concurrency']} at once (at most {flags.get('achieved_concurrency')})")
+    tokens = flags.get("tokens") or {}
+    if tokens and tokens.get("agree") is False:
+        out.append(f"token counts disagree by {100 * (tokens.get('disagreement') or 0):.1f} % "
+                   f"(usage {tokens.get('usage')}, tokenizer {tokens.get('tokenizer')}, engine {tokens.get('engine')})")  # fmt: skip
+    if details.get("token_source") == "chunks":
+        out.append("tokens counted one per chunk (no usage, no /tokenize): undercounts under speculative decoding")
+    return out

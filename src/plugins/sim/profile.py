@@ -60,6 +60,15 @@ class FrontendTable(Strict):
         return lo + (hi - lo) * fi
 
 
+def _piecewise(rows: list[tuple[int, float]], x: float) -> float:
+    """Linear through ascending ``rows``, continued at the last segment's slope beyond the last row."""
+    for (x0, y0), (x1, y1) in zip(rows, rows[1:]):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    (x0, y0), (x1, y1) = rows[-2], rows[-1]
+    return y1 + (y1 - y0) * (x - x1) / (x1 - x0)
+
+
 def _bracket(axis: list[int], x: float) -> tuple[int, int, float]:
     """Indices around ``x`` on an ascending axis and the fraction between them (0 beyond the ends)."""
     if x <= axis[0]:
@@ -91,6 +100,9 @@ class SimProfile(Strict):
     prefill_base_ms: float = Field(2.0, ge=0)
     prefill_cached_tps: float = Field(0.0, ge=0, description="rate of walking the cached part of a prompt; 0: free")
     prefix_cache_tokens: int = Field(1_048_576, ge=0, description="LRU bound of the prefix cache; 0 turns it off")
+    prefill_table: list[tuple[int, float]] | None = Field(None, description="[[new tokens, ms], ...]: measured prefill "
+                                                          "time by uncached length, linear between rows, from (0, 0), at the last "
+                                                          "row's slope beyond it; replaces prefill_tps and prefill_attn_ms")  # fmt: skip
     prefill_attn_ms: float = Field(0.0, ge=0, description="ms per million causal-attention token pairs a prefill computes "
                                    "(new x cached + new x (new+1)/2): what makes long prompts slower per token")  # fmt: skip
     # Intake (the API server in front of the engine): each request needs frontend_ms(prompt, n) of it before
@@ -126,6 +138,11 @@ class SimProfile(Strict):
             if not self.step_table or any(b <= 0 or ms < 0 for b, ms in self.step_table):
                 raise ValueError("step_table needs [batch > 0, ms >= 0] rows")
             self.__dict__["step_table"] = sorted(self.step_table)  # bypass validate_assignment recursion
+        if self.prefill_table is not None:
+            rows = sorted(self.prefill_table)
+            if not rows or any(t <= 0 or ms < 0 for t, ms in rows) or any(b[1] < a[1] or b[0] == a[0] for a, b in zip(rows, rows[1:])):
+                raise ValueError("prefill_table needs [tokens > 0, ms >= 0] rows, distinct tokens, ms not falling")
+            self.__dict__["prefill_table"] = rows
         return self
 
     @property
@@ -142,11 +159,15 @@ class SimProfile(Strict):
     def prefill_ms(self, prompt_tokens: int, cached_tokens: int) -> float:
         """Modelled duration of one (serial) prefill of the prompt's uncached part."""
         new = prompt_tokens - cached_tokens
-        ms = self.prefill_base_ms + 1000.0 * new / self.prefill_tps
+        ms = self.prefill_base_ms
+        if self.prefill_table is not None:
+            ms += _piecewise([(0, 0.0), *self.prefill_table], new)
+        else:
+            ms += 1000.0 * new / self.prefill_tps
+            if self.prefill_attn_ms:
+                ms += self.prefill_attn_ms * (new * cached_tokens + new * (new + 1) / 2) / 1e6
         if self.prefill_cached_tps:
             ms += 1000.0 * cached_tokens / self.prefill_cached_tps
-        if self.prefill_attn_ms:
-            ms += self.prefill_attn_ms * (new * cached_tokens + new * (new + 1) / 2) / 1e6
         return ms
 
     @property
