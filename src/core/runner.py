@@ -494,7 +494,7 @@ async def _run_matrix(
             await ensure_up()
             recover = None
             try:
-                result = await _guarded(engine, client, transport, lambda: _prefill(runner, workload, ctx, max_model_len, run_id, progress))
+                result = await _guarded(engine, client, transport, lambda ctx=ctx: _prefill(runner, workload, ctx, max_model_len, run_id, progress))
             except _EngineDown as down:
                 reason, _ = await went_down(down.why)
                 result = PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None, status="error", reason=reason)
@@ -524,7 +524,7 @@ async def _run_matrix(
                 started_at = time.time()
                 runner.last_warm, runner.live_records = [], []
 
-                async def measure() -> CellResult:
+                async def measure(ctx: int = ctx, n: int = n) -> CellResult:  # bound now: called in this iteration
                     progress.on_phase("prompts", None)
                     cell_prompts = [await prompt_for(ctx, 0 if m.prompt_mode == "shared" else i) for i in range(n)]
                     return await runner.measure(ctx, cell_prompts)

@@ -17,7 +17,7 @@ from vllm_helpers import KEY_VAR, cli, processes_using
 from infermatrix.core.config import validate_config
 from infermatrix.core.plugins import get_plugin_manager
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]  # the first test pays for the vLLM launch
 
 
 @pytest.fixture(scope="module")
