@@ -263,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fast-warmup", action="store_true", help="near-instant cold prefill in the decode runs (see above)")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
     ap.add_argument("--timeout", type=float, default=None, help="seconds allowed per CLI run")
+    ap.add_argument("--no-run", action="store_true", help="only compare what --db already holds")
     args = ap.parse_args(argv)
 
     try:
@@ -280,10 +281,13 @@ def main(argv: list[str] | None = None) -> int:
         print("rehearse_reference: --duration must be positive", file=sys.stderr)
         return 2
 
+    if args.no_run and (args.db is None or not args.db.exists()):
+        print("rehearse_reference: --no-run needs an existing --db", file=sys.stderr)
+        return 2
     tmp = tempfile.TemporaryDirectory(prefix="rehearse-")
     db = args.db or Path(tmp.name) / "rehearsal.duckdb"
     log = db.with_suffix(".log")
-    runs = plan_runs(cells, prefill, args.duration, args.fast_warmup, whole)
+    runs = [] if args.no_run else plan_runs(cells, prefill, args.duration, args.fast_warmup, whole)
     print(f"reference: {args.reference or find_reference()}\nconfig: {args.config}\ndatabase: {db}\nlog: {log}", flush=True)
     t0 = time.monotonic()
     failed = []
