@@ -14,7 +14,9 @@ import httpx
 
 from infermatrix.plugins.capacity import metric_value
 
-__all__ = ["EngineGauges", "Gauges", "SteadyState"]
+__all__ = ["EngineGauges", "Gauges", "SteadyState", "parse_gauges"]
+
+_WANTED = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:generation_tokens_total")
 
 
 @dataclass
@@ -32,6 +34,18 @@ class SteadyState:
     metrics: bool  # whether the engine reports the gauges at all
 
 
+def parse_gauges(page: str) -> Gauges:
+    """The three values from a Prometheus page, summed over label sets (engines, models)."""
+    # A real vLLM /metrics page is ~50 KB; the full Prometheus parse of it takes tens of ms inside the
+    # event loop. Keep only the three families' sample lines (a fast prefix scan) and parse those.
+    text = "\n".join(line for line in page.splitlines() if line.startswith(_WANTED))
+    return Gauges(
+        running=metric_value(text, "vllm:num_requests_running"),
+        waiting=metric_value(text, "vllm:num_requests_waiting"),
+        generation_tokens=metric_value(text, "vllm:generation_tokens_total"),
+    )
+
+
 class EngineGauges:
     def __init__(self, client: httpx.AsyncClient, base_url: str, headers: dict[str, str]):
         self.client, self.url, self.headers = client, f"{base_url}/metrics", headers
@@ -47,12 +61,7 @@ class EngineGauges:
         if r.status_code != 200:
             self.available = False  # no metrics endpoint: stop asking
             return None
-        text = r.text
-        g = Gauges(
-            running=metric_value(text, "vllm:num_requests_running"),
-            waiting=metric_value(text, "vllm:num_requests_waiting"),
-            generation_tokens=metric_value(text, "vllm:generation_tokens_total"),
-        )
+        g = parse_gauges(r.text)
         if g.running is None and g.waiting is None and g.generation_tokens is None:
             self.available = False
             return None
