@@ -31,6 +31,8 @@ from infermatrix.core.planning import over_capacity_reason, prefill_target
 from infermatrix.core.progress import RunProgress
 from infermatrix.core.redact import redact_text
 from infermatrix.core.store import Store
+from infermatrix.core.store.telemetry import save_gpu_samples
+from infermatrix.core.telemetry import GpuSampler
 from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.tokenizer import pick_tokenizer
 from infermatrix.core.types import Capacity, CellResult, EngineInfo, PrefillResult, Prompt, RequestRecord
@@ -451,6 +453,7 @@ async def _run_matrix(
         f"  {info.engine} {info.version or ''} · model {info.model} · max_model_len {max_model_len or '?'} · "
         f"KV {capacity.kv_tokens if capacity.kv_tokens is not None else 'unlimited'} tokens ({capacity.source})"
     )
+    gpu = GpuSampler(interval_s=1.0)  # power, clocks, memory, utilisation per GPU, once a second, per cell
     runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops, pm=pm, tokenizer=tokenizer, id_prefix=run_id)
     prompts: dict[tuple[int, int], Prompt] = {}
     sources: set[str] = set()  # token sources of the valid cells, for the run's header
@@ -516,6 +519,7 @@ async def _run_matrix(
             label = progress.cell_label(ctx, n)
             progress.cell(label)
             recover = None
+            gpu_samples: list[Any] = []
             reason = over_capacity_reason(ctx, n, m.max_output, capacity, max_model_len, m.prompt_mode)
             if reason:
                 result = CellResult(context_tokens=ctx, concurrency=n, status="over_capacity", reason=reason)
@@ -530,7 +534,8 @@ async def _run_matrix(
                     return await runner.measure(ctx, cell_prompts)
 
                 try:
-                    result = await _guarded(engine, client, transport, measure)
+                    async with gpu.sampling() as gpu_samples:  # nothing to sample where there is no nvidia-smi
+                        result = await _guarded(engine, client, transport, measure)
                     _account(result, list(getattr(runner, "last_warm", None) or []))
                     _validity(result, m, cfg.validity)
                 except _EngineDown as down:
@@ -545,6 +550,8 @@ async def _run_matrix(
                     raise
             _redact_result(engine, result)
             store.save_cell(run_id, result)
+            if gpu_samples:
+                save_gpu_samples(store, run_id, ctx, n, gpu_samples)
             outcome.cells[result.status] = outcome.cells.get(result.status, 0) + 1
             if result.token_source and result.status == "valid":
                 sources.add(result.token_source)
