@@ -35,6 +35,9 @@ def _parent_death_signal() -> object | None:
     parent = os.getpid()
 
     def set_pdeathsig() -> None:
+        # A parent started in the background (`cmd &`) has SIGINT ignored, and children inherit that;
+        # the engine must obey our first, polite signal.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
         if os.getppid() != parent:  # the parent died between fork and prctl
             os._exit(1)
