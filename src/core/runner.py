@@ -12,17 +12,21 @@ from __future__ import annotations
 import platform
 import signal
 import time
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anyio
 import httpx
 import pluggy
-from pydantic import BaseModel
-from rich.console import Console
-
 from infermatrix import __version__
+from infermatrix.core.accounting import (
+    account,
+    apply_validity,
+    cell_detail,
+    partial_cell,
+    redact_result,
+    rejected_everything,
+)
 from infermatrix.core.cell import CellRunner
 from infermatrix.core.config import ConfigError
 from infermatrix.core.contexts import format_context
@@ -31,22 +35,26 @@ from infermatrix.core.planning import over_capacity_reason, prefill_target
 from infermatrix.core.progress import RunProgress
 from infermatrix.core.redact import redact_text
 from infermatrix.core.store import Store
+from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.store.telemetry import save_gpu_samples
 from infermatrix.core.telemetry import GpuSampler
-from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.tokenizer import pick_tokenizer
-from infermatrix.core.types import Capacity, CellResult, EngineInfo, PrefillResult, Prompt, RequestRecord
+from infermatrix.core.types import (
+    Capacity,
+    CellResult,
+    EngineInfo,
+    PrefillResult,
+    Prompt,
+)
+from infermatrix.core.watch import EngineDown, WatchedTransport, guarded
+from pydantic import BaseModel
+from rich.console import Console
 
 __all__ = ["RunOutcome", "execute_run", "resolve_capacity", "check_matrix", "known_max_model_len", "WatchedTransport"]
 
-# The engine is suspected down after this many connection failures in a row (then /health decides).
-CONNECT_FAILURES = 3
 # The run stops (failed) after this many measured cells/probes in a row in which no request succeeded
 # while the engine kept answering /health: it is rejecting everything (bad key, overloaded, broken).
 REJECTED_UNITS = 3
-# Request-specific answers that say nothing about the engine as a whole (e.g. a too-long prompt).
-_REQUEST_SPECIFIC = ("HTTP 400", "HTTP 404", "HTTP 413", "HTTP 422")
-_NOT_FAILED = ("ok", "cancelled")  # the outcomes that are not failures
 
 
 @dataclass
@@ -106,40 +114,12 @@ def check_matrix(cfg: BaseModel) -> None:
         )
 
 
-class WatchedTransport(httpx.AsyncBaseTransport):
-    """The client's transport, counting connection failures in a row (any request, any stream)."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport):
-        self.inner = inner
-        self.consecutive = 0
-        self.last_error = ""
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        try:
-            response = await self.inner.handle_async_request(request)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            self.consecutive += 1
-            self.last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            raise
-        self.consecutive = 0
-        return response
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
 async def _get_metrics(client: httpx.AsyncClient, engine: Engine) -> str | None:
     try:
         r = await client.get(f"{engine.base_url}/metrics", headers=engine.headers, timeout=10)
     except httpx.HTTPError:
         return None
     return r.text if r.status_code == 200 else None
-
-
-class _EngineDown(Exception):
-    def __init__(self, why: str):
-        super().__init__(why)
-        self.why = why
 
 
 @dataclass
@@ -293,140 +273,6 @@ async def _open_run(
     return run_id, engine, todo
 
 
-async def _guarded(engine: Engine, client: httpx.AsyncClient, transport: WatchedTransport, fn: Callable[[], Awaitable[Any]]) -> Any:
-    """``await fn()`` while watching the engine; raises :class:`_EngineDown` (and cancels ``fn``) when it goes down."""
-    result: Any = None
-    down: str | None = None
-
-    error: Exception | None = None
-
-    async def work(scope: anyio.CancelScope) -> None:
-        nonlocal result, down, error
-        try:
-            result = await fn()
-        except httpx.HTTPError as exc:  # outside a request's own accounting (prompts, gauges): is it the engine?
-            why = await engine.healthy(client, 5)
-            if why is None:
-                error = exc
-            else:
-                down = f"{type(exc).__name__}: {exc}; health probe: {why}"
-        except Exception as exc:  # re-raised below, not wrapped in the task group's ExceptionGroup
-            error = exc
-        scope.cancel()
-
-    async def watch(scope: anyio.CancelScope) -> None:
-        nonlocal down
-        transport.consecutive = 0
-        while True:
-            await anyio.sleep(0.1)
-            if not engine.alive():
-                down = f"{engine.kind} {engine.exit_note()}"
-                break
-            if transport.consecutive >= CONNECT_FAILURES:
-                last = transport.last_error
-                why = await engine.healthy(client, 5)
-                if why is not None:
-                    down = f"{engine.kind} at {engine.base_url} stopped answering ({last}; health probe: {why})"
-                    break
-                transport.consecutive = 0
-        scope.cancel()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(work, tg.cancel_scope)
-        tg.start_soon(watch, tg.cancel_scope)
-    if error is not None:
-        raise error
-    if down is not None:
-        raise _EngineDown(down)
-    return result
-
-
-def _count(records: list[RequestRecord]) -> dict[str, Any]:
-    failed = [r for r in records if r.outcome not in _NOT_FAILED]
-    return {"requests": len(records), "failed_requests": len(failed), "outcomes": dict(Counter(r.outcome for r in records))}
-
-
-def _account(result: CellResult, warm: list[RequestRecord]) -> None:
-    """Every request counts: failed warm-ups join the cell's requests, and the success rate is stored."""
-    f = result.flags
-    if "requests" not in f:  # a cell that ended before its window (every warm-up failed, engine down ...)
-        f.update(_count(result.requests))
-        f["warmup_requests"] = len(warm)
-        f["warmup_failed"] = sum(1 for r in warm if r.outcome not in _NOT_FAILED)
-    else:
-        stored = {id(r) for r in result.requests}
-        warm_failed = [r for r in warm if r.outcome not in _NOT_FAILED and id(r) not in stored]
-        f["warmup_requests"] = len(warm)
-        f["warmup_failed"] = len(warm_failed)
-        if warm_failed:
-            result.requests = [*warm_failed, *result.requests]
-            f["requests"] += len(warm_failed)
-            f["failed_requests"] += len(warm_failed)
-            outcomes = Counter(f.get("outcomes") or {})
-            outcomes.update(r.outcome for r in warm_failed)
-            f["outcomes"] = dict(outcomes)
-            if result.status in ("valid", "client_bound"):  # failed requests outrank a pace verdict
-                result.status = "error"
-                result.reason = (
-                    f"{len(warm_failed)} of {len(warm)} warm-up requests failed "
-                    f"({dict(Counter(r.outcome for r in warm_failed))}): {warm_failed[0].error}"
-                )
-    n, bad = f["requests"], f["failed_requests"]
-    f["success_rate"] = round((n - bad) / n, 4) if n else None
-
-
-def _validity(result: CellResult, m: Any, v: Any) -> None:
-    """The rules a measured cell's numbers must meet, stored per cell; a miss is never a clean number."""
-    if result.measured_s is None:
-        return
-    f = result.flags
-    n = result.concurrency
-    requests, failed = f.get("requests") or 0, f.get("failed_requests") or 0
-    checks: dict[str, dict[str, Any]] = {
-        "window_s": {"value": round(result.measured_s, 3), "min": round(v.min_window_fraction * m.duration_s, 3)},
-        "output_tokens": {"value": result.output_tokens or 0, "min": v.min_output_tokens},
-        "active_fraction": {"value": round((result.avg_active or 0.0) / n, 4), "min": v.min_active_fraction},
-        "error_rate": {"value": round(failed / requests, 4) if requests else 1.0, "max": v.max_error_rate},
-    }
-    misses = []
-    for name, c in checks.items():
-        c["ok"] = c["value"] >= c["min"] if "min" in c else c["value"] <= c["max"]
-        if not c["ok"]:
-            bound = f">= {c['min']}" if "min" in c else f"<= {c['max']}"
-            misses.append(f"{name} {c['value']} (needs {bound})")
-    f["validity"] = {"ok": not misses, "checks": checks}
-    if misses and result.status == "valid":
-        result.status, result.reason = "error", "invalid measurement: " + "; ".join(misses)
-
-
-def _redact_result(engine: Engine, result: CellResult | PrefillResult) -> None:
-    secrets = [engine.api_key] if engine.api_key else []
-    if not secrets:
-        return
-    result.reason = redact_text(result.reason, secrets) if result.reason else result.reason
-    for r in getattr(result, "requests", []):
-        if r.error:
-            r.error = redact_text(r.error, secrets)
-        if r.text:
-            r.text = redact_text(r.text, secrets)
-    flags = getattr(result, "flags", None)
-    if flags and isinstance(flags.get("engine_log_tail"), str):
-        flags["engine_log_tail"] = redact_text(flags["engine_log_tail"], secrets)
-
-
-def _rejected_everything(result: CellResult | PrefillResult) -> bool | None:
-    """True: no request of this unit succeeded, for a reason that is not the request's own shape.
-    None: the unit sent nothing (over capacity), so it says nothing."""
-    if result.status == "over_capacity":
-        return None
-    if isinstance(result, PrefillResult):
-        return result.status == "error" and not (result.reason or "").startswith(_REQUEST_SPECIFIC)
-    if result.status != "error" or (result.flags.get("outcomes") or {}).get("ok"):
-        return False
-    errors = [r.error or "" for r in result.requests if r.outcome not in _NOT_FAILED]
-    return bool(errors) and not all(e.startswith(_REQUEST_SPECIFIC) for e in errors)
-
-
 async def _run_matrix(
     pm: pluggy.PluginManager, cfg: BaseModel, store: Store, console: Console, engine: Engine,
     client: httpx.AsyncClient, transport: WatchedTransport, run_id: str,
@@ -479,7 +325,7 @@ async def _run_matrix(
 
     def judge(result: CellResult | PrefillResult) -> None:
         nonlocal rejected
-        verdict = _rejected_everything(result)
+        verdict = rejected_everything(result)
         if verdict is None:
             return
         rejected = rejected + 1 if verdict else 0
@@ -497,8 +343,8 @@ async def _run_matrix(
             await ensure_up()
             recover = None
             try:
-                result = await _guarded(engine, client, transport, lambda ctx=ctx: _prefill(runner, workload, ctx, max_model_len, run_id, progress))
-            except _EngineDown as down:
+                result = await guarded(engine, client, transport, lambda ctx=ctx: _prefill(runner, workload, ctx, max_model_len, run_id, progress))
+            except EngineDown as down:
                 reason, _ = await went_down(down.why)
                 result = PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None, status="error", reason=reason)
                 recover = True
@@ -507,7 +353,7 @@ async def _run_matrix(
                     store.save_prefill(run_id, PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None,
                                                              status="interrupted", reason="run interrupted during this probe"))  # fmt: skip
                 raise
-            _redact_result(engine, result)
+            redact_result(engine, result)
             store.save_prefill(run_id, result)
             detail = f"{result.prompt_tps:,.0f} prompt tok/s, TTFT {result.ttft_ms:,.0f} ms" if result.status == "valid" else (result.reason or "")
             progress.finished(label, result.status, detail)
@@ -535,20 +381,20 @@ async def _run_matrix(
 
                 try:
                     async with gpu.sampling() as gpu_samples:  # nothing to sample where there is no nvidia-smi
-                        result = await _guarded(engine, client, transport, measure)
-                    _account(result, list(getattr(runner, "last_warm", None) or []))
-                    _validity(result, m, cfg.validity)
-                except _EngineDown as down:
+                        result = await guarded(engine, client, transport, measure)
+                    account(result, list(getattr(runner, "last_warm", None) or []))
+                    apply_validity(result, m, cfg.validity)
+                except EngineDown as down:
                     reason, flags = await went_down(down.why)
-                    result = _partial(ctx, n, "error", reason, started_at, runner, flags)
+                    result = partial_cell(ctx, n, "error", reason, started_at, runner, flags)
                     recover = True
                 except anyio.get_cancelled_exc_class():
                     with anyio.CancelScope(shield=True):
-                        partial = _partial(ctx, n, "interrupted", "run interrupted during this cell (resume runs it again)", started_at, runner, {})
-                        _redact_result(engine, partial)
+                        partial = partial_cell(ctx, n, "interrupted", "run interrupted during this cell (resume runs it again)", started_at, runner, {})
+                        redact_result(engine, partial)
                         store.save_cell(run_id, partial)
                     raise
-            _redact_result(engine, result)
+            redact_result(engine, result)
             store.save_cell(run_id, result)
             if gpu_samples:
                 save_gpu_samples(store, run_id, ctx, n, gpu_samples)
@@ -557,32 +403,11 @@ async def _run_matrix(
                 sources.add(result.token_source)
                 store.update_run(run_id, token_source=sources.pop() if len(sources) == 1 else "mixed")
                 sources.add(result.token_source)
-            progress.finished(label, result.status, _cell_detail(result))
+            progress.finished(label, result.status, cell_detail(result))
             if recover:
                 console.print(f"  {await engine.recover(client)}", highlight=False)
             else:
                 judge(result)
-
-
-def _partial(ctx: int, n: int, status: str, reason: str, started_at: float, runner: CellRunner, flags: dict[str, Any]) -> CellResult:
-    """A cell cut short: its status, why, and every request it had sent (no numbers)."""
-    warm = list(getattr(runner, "last_warm", None) or [])
-    records = list(getattr(runner, "live_records", None) or [])
-    requests = [*(r for r in warm if r.outcome not in _NOT_FAILED), *records]
-    result = CellResult(context_tokens=ctx, concurrency=n, status=status, reason=reason, started_at=started_at,
-                        finished_at=time.time(), requests=requests, flags=dict(flags))  # fmt: skip
-    result.flags.update(_count(requests))
-    result.flags["warmup_requests"] = len(warm)
-    result.flags["warmup_failed"] = sum(1 for r in warm if r.outcome not in _NOT_FAILED)
-    total = result.flags["requests"]
-    result.flags["success_rate"] = round((total - result.flags["failed_requests"]) / total, 4) if total else None
-    return result
-
-
-def _cell_detail(r: CellResult) -> str:
-    if r.status == "valid":
-        return f"{r.total_tps:,.1f} tok/s total, {r.per_request_tps:,.1f}/req, TTFT {r.ttft_ms:,.0f} ms, TBT {r.tbt_ms:.1f} ms"
-    return r.reason or ""
 
 
 async def _prefill(runner: CellRunner, workload: Any, ctx: int, max_model_len: int | None, run_id: str, progress: RunProgress) -> PrefillResult:

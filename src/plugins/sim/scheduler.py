@@ -315,7 +315,7 @@ class Scheduler:
             self._intake_wake.clear()
             try:
                 await asyncio.wait_for(self._intake_wake.wait(), timeout=nxt)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     # --- prefill ---------------------------------------------------------------------------------
