@@ -123,11 +123,10 @@ def plan_runs(cells: list[tuple[int, int]] | None, prefill: list[int], duration:
               fast_warmup: bool, whole: bool) -> list[list[str]]:  # fmt: skip
     """The ``--set`` overrides of each CLI run."""
     common = [] if duration is None else [f"matrix.duration_s={duration:g}"]
-    if whole:  # the config as it stands: every prefill context and every cell, in one run
-        sets = list(common)
-        if fast_warmup:
-            sets.append(_fast_profile())
-        return [sets]
+    if whole and not fast_warmup:  # the config as it stands: every prefill context and every cell, in one run
+        return [list(common)]
+    if whole:  # the prefill probes on the profile as fitted, then every decode cell with fast warm-ups
+        return [[*common, "matrix.contexts=[]"], [*common, "matrix.prefill_contexts=[]", _fast_profile()]]
     runs = []
     if prefill:
         runs.append([*common, "matrix.contexts=[]", f"matrix.prefill_contexts={_labels(prefill)}"])
