@@ -132,7 +132,9 @@ def find_reference() -> Path | None:
     """The reference text file: ``$INFERMATRIX_REFERENCE``, else ``shared/reference/`` in or beside the checkout."""
     env = os.environ.get("INFERMATRIX_REFERENCE")
     candidates = [Path(env)] if env else []
-    candidates += [_ROOT / "shared" / "reference" / REFERENCE_NAME, _ROOT.parent / "shared" / "reference" / REFERENCE_NAME]
+    candidates += [_ROOT / "shared" / "reference" / REFERENCE_NAME, _ROOT.parent / "shared" / "reference" / REFERENCE_NAME,
+                   # the copy the importer tests keep (checked against the shared one when both exist)
+                   _ROOT / "tests" / "importer" / "data" / REFERENCE_NAME]
     return next((p for p in candidates if p.is_file()), None)
 
 
