@@ -1,10 +1,7 @@
 """The reference report's numbers (vLLM, 4xH200, Qwen3.8-Flash-Next), parsed from its text export.
 
-A deliberately small parser for one file's "All measurements" table, so the sim fit and its
-rehearsal don't depend on the full importer (src/core/importer/). Rows look like
-
-    | Prefill | 8K | 1 | Valid | 28.1K | — | 292 ms | — | — | 1 | — | — |
-    | Sustained decode | 8K | 1 | Valid | 224.2 | 225.7 | 154 ms | 4.4 ms | 1.0 | 1 | 6,726 | 30.0 s |
+The rows come from the importer's parser (``infermatrix.core.importer.page_text.parse_page``, which
+also checks the matrix and prefill list against the long table), shaped for the fit and its rehearsal.
 
 The file lives outside the repository (``shared/reference/`` next to the checkout, or inside it);
 ``INFERMATRIX_REFERENCE`` points at another copy.
@@ -17,11 +14,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from infermatrix.core.contexts import format_context
+from infermatrix.core.importer.page_text import parse_page
+
 __all__ = ["REFERENCE_NAME", "RefPrefill", "RefCell", "Reference", "find_reference", "parse_reference", "load_reference"]
 
 REFERENCE_NAME = "vllm-h200x4-qwen3.8-flash-next.txt"
 _ROOT = Path(__file__).resolve().parents[2]
-_STATUS = {"valid": "valid", "looped": "looped", "over capacity": "over_capacity", "error": "error"}
 
 
 @dataclass(frozen=True)
@@ -69,49 +68,25 @@ class Reference:
         return {k for k, c in self.cells.items() if c.status == status}
 
 
-def _tokens(label: str) -> int:
-    m = re.fullmatch(r"(\d+)K", label.strip())
-    if not m:
-        raise ValueError(f"not a context label: {label!r}")
-    return int(m.group(1)) * 1024
-
-
-def _num(text: str) -> float | None:
-    """``28.1K`` -> 28100, ``1,806 ms`` -> 1806, ``30.0 s`` -> 30, ``—`` -> None."""
-    t = text.strip().replace(",", "")
-    if t in ("", "—", "-"):
-        return None
-    m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*(K|M)?\s*(ms|s)?", t)
-    if not m:
-        raise ValueError(f"not a number: {text!r}")
-    value = float(m.group(1)) * {None: 1, "K": 1e3, "M": 1e6}[m.group(2)]
-    return value
-
-
 def parse_reference(text: str) -> Reference:
-    prefill: dict[int, RefPrefill] = {}
-    cells: dict[tuple[int, int], RefCell] = {}
-    for line in text.splitlines():
-        if not line.startswith("| Prefill |") and not line.startswith("| Sustained decode |"):
-            continue
-        f = [p.strip() for p in line.strip().strip("|").split("|")]
-        if len(f) != 12:
-            raise ValueError(f"unexpected row ({len(f)} fields): {line!r}")
-        phase, label, n, status = f[0], f[1], int(f[2]), _STATUS[f[3].lower()]
-        ctx = _tokens(label)
-        if phase == "Prefill":
-            if status == "valid":
-                prefill[ctx] = RefPrefill(label, ctx, _num(f[4]) or 0.0, _num(f[6]) or 0.0)
-            continue
-        if status != "valid":
-            cells[(ctx, n)] = RefCell(label, ctx, n, status)
-            continue
-        completed, out = _num(f[9]), _num(f[10])
-        cells[(ctx, n)] = RefCell(
-            label, ctx, n, status, total_tps=_num(f[4]), per_request_tps=_num(f[5]), ttft_ms=_num(f[6]),
-            tbt_ms=_num(f[7]), avg_active=_num(f[8]), completed=None if completed is None else int(completed),
-            output_tokens=None if out is None else int(out), measured_s=_num(f[11]),
+    """The page's rows through the project's own importer parser; the run settings from its text."""
+    page = parse_page(text)
+    prefill = {
+        r.context_tokens: RefPrefill(format_context(r.context_tokens), r.context_tokens, r.total_tps or 0.0, r.ttft_ms or 0.0)
+        for r in page.prefill
+        if r.status == "valid"
+    }
+    cells = {
+        (r.context_tokens, r.concurrency): RefCell(
+            format_context(r.context_tokens), r.context_tokens, r.concurrency, r.status,
+            **({} if r.status != "valid" else {
+                "total_tps": r.total_tps, "per_request_tps": r.per_request_tps, "ttft_ms": r.ttft_ms,
+                "tbt_ms": r.tbt_ms, "avg_active": r.avg_active, "completed": r.completed,
+                "output_tokens": r.output_tokens, "measured_s": r.measured_s,
+            }),
         )  # fmt: skip
+        for r in page.decode
+    }
     if not cells or not prefill:
         raise ValueError("no 'All measurements' rows found")
     model = re.search(r"--served-model-name\s+(\S+)", text)
