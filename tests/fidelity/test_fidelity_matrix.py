@@ -88,7 +88,10 @@ def test_decode_cells_match_truth(scenario):
             (r["first_token"] - r["arrived"]) * 1000
             for r in (by_id[f"{run_id}-decode-{ctx}-{n}-s{s}-r{q}"] for s, q in reqs)
         ]
-        assert rel_err(ttft, statistics.median(server_ttfts)) < 0.03, (name, ctx, n, ttft, statistics.median(server_ttfts))
+        # 3 %, plus what N simultaneous starts queue on two shared cores before either clock sees the
+        # request (measured ~20 ms at N = 8 under CI load): 2 ms per stream (docs/metrics.md, expected error).
+        truth_ttft = statistics.median(server_ttfts)
+        assert abs(ttft - truth_ttft) < 0.03 * truth_ttft + 2.0 * n, (name, ctx, n, ttft, truth_ttft)
 
 
 def test_prefill_matches_truth(scenario):
