@@ -162,7 +162,7 @@ class CellRunner:
         # Tokenizer fallback first, so the numbers below are computed once, from the corrected counts.
         recounted = await recount_chunks(records, count, window_start, window_end) if count is not None else 0
         result = self._result(context_tokens, n, started_at, records, window_start, window_end, ramp_ok, dead)
-        await self._reconcile(result, records, before, recounted)
+        await self._reconcile(result, records, before, recounted, count)
         result.flags["steady_state"] = None if steady is None else {
             "reached": steady.reached, "engine_max_running": steady.achieved, "waited_s": round(steady.waited_s, 3),
             "engine_metrics": steady.metrics,
@@ -180,9 +180,10 @@ class CellRunner:
                 result.status, result.reason = "client_bound", "; ".join(load.why)
         return result
 
-    async def _reconcile(self, result: CellResult, records: list[RequestRecord], before: Any, recounted: int) -> None:
-        """Usage deltas vs the tokenizer's count vs the engine's generation counter, over the whole cell."""
-        count = getattr(self.tokenizer, "count_output", None)
+    async def _reconcile(
+        self, result: CellResult, records: list[RequestRecord], before: Any, recounted: int, count: Any
+    ) -> None:
+        """Usage deltas vs the tokenizer's count (``count``, or None) vs the engine's generation counter."""
         usage = sum(r.output_tokens for r in records if r.token_source == "usage")
         all_usage = all(r.token_source == "usage" for r in records if r.events)
         after = await self.gauges.read()
