@@ -35,6 +35,7 @@ import httpx
 from infermatrix.core.config import load_config, validate_config
 from infermatrix.core.contexts import parse_context
 from infermatrix.core.plugins import get_plugin_manager
+from infermatrix.core.registry import build_engine
 from infermatrix.plugins.vllm.config import expand_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +70,7 @@ def _launch(config_path: str, workdir: Path):
     pm = get_plugin_manager()
     data = load_config(config_path)
     cfg = validate_config(pm, data, config_path)
-    engine = pm.hook.launch_engine(config=cfg.engine, workdir=workdir)
+    engine = build_engine(pm, cfg.engine, workdir)
 
     async def up() -> None:
         await engine.start()

@@ -32,8 +32,14 @@ def _add_builtin_commands() -> None:
 
 
 def main() -> None:
+    from infermatrix.cli.common import fail
+    from infermatrix.core.plugins import PluginError
+
     _add_builtin_commands()
-    pm = get_plugin_manager()
+    try:
+        pm = get_plugin_manager()
+    except PluginError as exc:  # a third-party plugin installed wrongly: one line, whatever the command
+        fail(str(exc))
     pm.hook.register_commands(cli=cli)
     try:
         cli.main(standalone_mode=True)

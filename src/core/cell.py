@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import anyio
@@ -18,6 +18,7 @@ from infermatrix.core.metrics import median_or_none, window_stats
 from infermatrix.core.reconcile import RECONCILE_LIMIT, disagreement, recount_chunks, tokenizer_total
 from infermatrix.core.selfcheck import ClientMonitor
 from infermatrix.core.steady import EngineGauges
+from infermatrix.core.traits import EngineTraits
 from infermatrix.core.types import CellResult, Prompt, RequestRecord
 
 __all__ = ["CellRunner", "MAX_CONSECUTIVE_FAILURES"]
@@ -41,16 +42,17 @@ class CellRunner:
     on_phase: Callable[[str, float | None], None] | None = None
     tokenizer: Any = None  # counts generated text (``count_output``) for recounts and reconciliation
     id_prefix: str = "imx"  # X-Request-Id = {id_prefix}-{context}-{n}-s{stream}-r{seq}: joins our records to the server's
+    traits: EngineTraits = field(default_factory=EngineTraits)  # what the engine offers beyond the OpenAI API
 
     def __post_init__(self) -> None:
-        self.gauges = EngineGauges(self.client, self.base_url, self.headers)
+        self.gauges = EngineGauges(self.client, self.base_url, self.headers, self.traits.metrics)
 
     @property
     def url(self) -> str:
         return self.base_url + endpoint_path(self.matrix.api)
 
     def _body(self, prompt: Prompt, max_tokens: int) -> dict[str, Any]:
-        return request_body(self.matrix.api, self.model, prompt.text, max_tokens, ignore_eos=self.matrix.ignore_eos)
+        return request_body(self.matrix.api, self.model, prompt.text, max_tokens, ignore_eos=self.matrix.ignore_eos, traits=self.traits)
 
     def _phase(self, name: str, deadline: float | None = None) -> None:
         if self.on_phase is not None:
@@ -167,6 +169,7 @@ class CellRunner:
             "reached": steady.reached, "engine_max_running": steady.achieved, "waited_s": round(steady.waited_s, 3),
             "engine_metrics": steady.metrics,
         }  # fmt: skip
+        result.flags["engine_gauges"] = {"state": self.gauges.state, "failed_reads": self.gauges.failures}
         if engine_running:
             result.flags["engine_running_mean"] = sum(engine_running) / len(engine_running)
             result.flags["achieved_concurrency"] = max(engine_running)

@@ -1,7 +1,7 @@
 """One streamed OpenAI-API request, timed as the client sees it.
 
-Token counts come from the server's usage deltas when every chunk carries cumulative usage
-(``continuous_usage_stats``): several tokens may arrive in one chunk under speculative decoding.
+Token counts come from the server's usage deltas when every chunk carries cumulative usage (engines
+whose traits declare ``per_chunk_usage``): several tokens may arrive in one chunk under speculative decoding.
 Without them each content chunk counts as one token, and the request is marked ``token_source="chunks"``.
 """
 
@@ -14,25 +14,37 @@ import anyio
 import httpx
 import orjson
 
+from infermatrix.core.traits import EngineTraits, merge_body
 from infermatrix.core.types import RequestRecord
 
 __all__ = ["request_body", "stream_request", "endpoint_path", "classify_error"]
+
+_PLAIN = EngineTraits()  # a plain OpenAI-compatible server
 
 
 def endpoint_path(api: str) -> str:
     return "/v1/chat/completions" if api == "chat" else "/v1/completions"
 
 
-def request_body(api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool = True) -> dict[str, Any]:
+def request_body(
+    api: str, model: str, prompt: str, max_tokens: int, *, ignore_eos: bool = True, traits: EngineTraits | None = None
+) -> dict[str, Any]:
+    """A streaming request: standard OpenAI fields plus ``stream_options.include_usage``, and what
+    the engine's ``traits`` say it accepts (per-chunk usage, ignore EOS, further extras)."""
+    t = traits or _PLAIN
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,
         "stream": True,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        "stream_options": {"include_usage": True},
         "temperature": 0.0,
     }
-    if ignore_eos:
-        body["ignore_eos"] = True
+    if t.per_chunk_usage:
+        merge_body(body, t.per_chunk_usage_fields)
+    if ignore_eos and t.ignore_eos:
+        merge_body(body, t.ignore_eos_fields)
+    if t.body_extras:
+        merge_body(body, t.body_extras)
     if api == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:

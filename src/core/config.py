@@ -56,6 +56,12 @@ class EngineConfig(Strict):
     max_seqs: int | None = Field(None, gt=0)
     max_model_len: int | None = Field(None, gt=0)
 
+    def known_max_model_len(self) -> int | None:
+        """``max_model_len`` as known before anything is launched (``None``: ask the server).
+
+        The default is the config's own field; a kind that knows more before launch (a profile) overrides it."""
+        return self.max_model_len
+
     def api_key(self) -> str | None:
         """The key, read from the environment or a file (never stored in config or database)."""
         import os
@@ -150,16 +156,9 @@ class StoreConfig(Strict):
 
 def engine_config_classes(pm: pluggy.PluginManager) -> dict[str, type[EngineConfig]]:
     """Every engine config class that plugins registered, by kind."""
-    classes: dict[str, type[EngineConfig]] = {}
+    from infermatrix.core.registry import engine_registry
 
-    def register(cls: type[EngineConfig]) -> None:
-        kind = cls.model_fields["kind"].default
-        if not isinstance(kind, str):
-            raise TypeError(f"{cls.__name__}.kind needs a Literal default naming the engine")
-        classes[kind] = cls
-
-    pm.hook.register_engines(register=register)
-    return classes
+    return {kind: entry.config for kind, entry in engine_registry(pm).items()}
 
 
 def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:

@@ -1,7 +1,9 @@
-"""Engines: the objects the ``launch_engine`` hook returns. Attach mode and launch mode share one API."""
+"""Engines: what the runner drives. ``Engine`` declares the contract; ``AttachEngine`` reaches a server
+someone else runs, ``LaunchedEngine`` starts its own (or attaches, when ``engine.base_url`` is given)."""
 
 from __future__ import annotations
 
+import abc
 import socket
 import time
 from pathlib import Path
@@ -13,9 +15,10 @@ import httpx
 from infermatrix.core.config import EngineConfig
 from infermatrix.core.process import ChildProcess
 from infermatrix.core.redact import redact_argv, redact_text, shell_join
-from infermatrix.core.types import EngineInfo
+from infermatrix.core.traits import EngineTraits
+from infermatrix.core.types import Capacity, EngineInfo
 
-__all__ = ["Engine", "LaunchedEngine", "EngineError", "free_port", "normalize_base_url", "probe_reachable"]
+__all__ = ["Engine", "AttachEngine", "LaunchedEngine", "EngineError", "free_port", "connect_host", "normalize_base_url", "probe_reachable"]
 
 
 class EngineError(RuntimeError):
@@ -63,16 +66,52 @@ async def probe_reachable(
     return None
 
 
-class Engine:
-    """An engine reached over HTTP at ``base_url``. This base class attaches to a running server."""
+class Engine(abc.ABC):
+    """The contract between the runner and an engine, reached over HTTP at ``base_url``.
 
-    kind = "openai"
+    A plugin subclasses :class:`AttachEngine` (a server someone else runs) or :class:`LaunchedEngine`
+    (a server this process starts); the lifecycle methods below are what those two implement.
+    ``kind`` is the registered config's ``kind``, so a run is always stored under its own engine.
+    ``traits`` says what the engine offers beyond the standard OpenAI API (metrics, tokenize ...).
+    """
+
+    traits: EngineTraits = EngineTraits()
+    attach: bool = True  # attached: someone else runs the server (launch mode sets False)
 
     def __init__(self, config: EngineConfig, workdir: Path):
         self.config = config
         self.workdir = workdir
+        self.kind: str = config.kind
         self.api_key = config.api_key()
         self.base_url = normalize_base_url(config.base_url)
+
+    # ---- lifecycle: what AttachEngine and LaunchedEngine implement ------------------------------
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Launch the server (nothing to do when attaching)."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Shut the server down, whatever state it is in (nothing to do when attaching)."""
+
+    @abc.abstractmethod
+    def alive(self) -> bool:
+        """Whether the server process still runs (always ``True`` when attached)."""
+
+    @abc.abstractmethod
+    def kill(self) -> None:
+        """Stop at once, no grace (a second Ctrl-C). Nothing to do when attaching."""
+
+    def exit_note(self) -> str:
+        """How the engine process ended, in words ('' when attached)."""
+        return ""
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the engine's log, redacted ('' when there is none)."""
+        return ""
+
+    # ---- what every engine gets -------------------------------------------------------------------
 
     @property
     def headers(self) -> dict[str, str]:
@@ -84,27 +123,6 @@ class Engine:
 
     def redact(self, text: str) -> str:
         return redact_text(text, [self.api_key] if self.api_key else [])
-
-    async def start(self) -> None:
-        """Launch the server (nothing to do when attaching)."""
-
-    async def stop(self) -> None:
-        """Shut the server down (nothing to do when attaching)."""
-
-    attach = True  # attached: someone else runs the server (launch mode sets False)
-
-    def alive(self) -> bool:
-        return True
-
-    def kill(self) -> None:
-        """Stop at once, no grace (a second Ctrl-C). Nothing to do when attaching."""
-
-    def exit_note(self) -> str:
-        """How the engine process ended, in words ('' when attached)."""
-        return ""
-
-    def log_tail(self, lines: int = 20) -> str:
-        return ""
 
     async def healthy(self, client: httpx.AsyncClient, timeout_s: float = 5.0) -> str | None:
         """One ``/health`` probe: ``None`` when it answers 200, else why not."""
@@ -167,12 +185,14 @@ class Engine:
         if wanted and entries and entry.get("id") != wanted:
             raise EngineError(f"model {wanted!r} is not served at {self.base_url} (it serves {[m.get('id') for m in entries]})")
         version = None
-        try:
-            r = await client.get(f"{self.base_url}/version", headers=self.headers, timeout=5)
-            if r.status_code == 200:
-                version = r.json().get("version")
-        except (httpx.HTTPError, ValueError):
-            pass
+        path = self.traits.version_path
+        if path:
+            try:
+                r = await client.get(f"{self.base_url}{path}", headers=self.headers, timeout=5)
+                if r.status_code == 200:
+                    version = r.json().get("version")
+            except (httpx.HTTPError, ValueError, AttributeError):
+                pass
         return EngineInfo(
             engine=self.kind,
             model=wanted or entry.get("id") or "unknown",
@@ -182,25 +202,69 @@ class Engine:
             extra={"owned_by": entry.get("owned_by")} if entry.get("owned_by") else {},
         )
 
+    async def metrics_page(self, client: httpx.AsyncClient) -> str | None:
+        """The body of the engine's metrics page (``traits.metrics.path``), or ``None``."""
+        names = self.traits.metrics
+        if names is None:
+            return None
+        try:
+            r = await client.get(f"{self.base_url}{names.path}", headers=self.headers, timeout=10)
+        except httpx.HTTPError:
+            return None
+        return r.text if r.status_code == 200 else None
+
+    async def read_capacity(self, client: httpx.AsyncClient) -> Capacity | None:
+        """The server's KV token budget and sequence limit, asked of it; ``None`` if it can't tell.
+
+        Called after :meth:`describe`. An ``estimate_capacity`` hook that
+        answers wins over this; ``engine.kv_tokens`` / ``engine.max_seqs`` in the config win over both.
+        """
+        return None
+
+
+class AttachEngine(Engine):
+    """A server someone else runs, at ``engine.base_url``: nothing to start or stop."""
+
+    async def start(self) -> None:
+        """Nothing to launch."""
+
+    async def stop(self) -> None:
+        """Nothing to shut down."""
+
+    def alive(self) -> bool:
+        return True
+
+    def kill(self) -> None:
+        """Nothing to kill."""
+
+
+def connect_host(host: str) -> str:
+    """Where to reach a server bound to ``host``: a wildcard bind is reached on loopback."""
+    return "127.0.0.1" if host in ("", "0.0.0.0", "::", "[::]") else host
+
 
 class LaunchedEngine(Engine):
-    """An engine this process starts as a child process group, and stops, whatever happens."""
+    """An engine this process starts as a child process group, and stops, whatever happens.
 
-    host = "127.0.0.1"
+    Subclasses implement :meth:`command` (the argv that serves on ``self.host:self.port``) and may
+    give ``host`` / ``port`` to ``__init__`` (a free port on ``host`` when ``port`` is ``None``).
+    With ``engine.base_url`` set it attaches instead, and launches nothing.
+    """
 
-    def __init__(self, config: EngineConfig, workdir: Path):
+    def __init__(self, config: EngineConfig, workdir: Path, *, host: str = "127.0.0.1", port: int | None = None):
         super().__init__(config, workdir)
         self.attach = bool(config.base_url)
-        self.port = free_port(self.host)
+        self.host = host
+        self.port = port or free_port(host or "127.0.0.1")
         if not self.attach:
-            self.base_url = f"http://{self.host}:{self.port}"
+            self.base_url = f"http://{connect_host(host)}:{self.port}"
         self.log_path = workdir / f"{self.kind}.log"
         self.child: ChildProcess | None = None
         self.restarts = 0
 
+    @abc.abstractmethod
     def command(self) -> list[str]:
         """The argv that starts the server on ``self.host:self.port``."""
-        raise NotImplementedError
 
     def env(self) -> dict[str, str]:
         return {}

@@ -23,18 +23,21 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def register_engines(register: Callable[[type[EngineConfig]], None]) -> None:
+def register_engines(register: Callable[[type[EngineConfig], type[Engine]], None]) -> None:
     """Add engine kinds.
 
-    :param register: call it with a pydantic config class (subclass of ``EngineConfig``) whose
-        ``kind`` field is a ``Literal`` naming the engine; the class becomes one arm of the
-        ``[engine]`` table's discriminated union.
+    :param register: call it as ``register(ConfigClass, EngineClass)``: a pydantic config class
+        (subclass of ``EngineConfig``) whose ``kind`` field is a ``Literal`` with that default, and the
+        engine class (subclass of ``AttachEngine`` or ``LaunchedEngine``) built for it. The config
+        class becomes one arm of the ``[engine]`` table's discriminated union; a kind registered by
+        two plugins is an error naming both.
     """
 
 
 @hookspec(firstresult=True)
 def launch_engine(config: EngineConfig, workdir: Path) -> Engine | None:
-    """Return an (unstarted) engine for this config, or ``None`` if the kind is not yours.
+    """Override: return an (unstarted) engine for this config, or ``None`` to let the engine class
+    registered for ``config.kind`` be built (what almost every plugin wants: don't implement this).
 
     :param config: the validated ``[engine]`` table.
     :param workdir: a directory for this run's files (engine log, profile); it exists.
@@ -43,11 +46,12 @@ def launch_engine(config: EngineConfig, workdir: Path) -> Engine | None:
 
 @hookspec(firstresult=True)
 def estimate_capacity(config: EngineConfig, info: EngineInfo, metrics_text: str | None) -> Capacity | None:
-    """Return the server's KV token budget and sequence limit, or ``None`` if you can't tell.
+    """Override the engine's own capacity answer (``Engine.read_capacity``); ``None`` to leave it.
 
     :param config: the validated ``[engine]`` table.
     :param info: what the ready engine said about itself (``info.extra`` holds engine-specific answers).
-    :param metrics_text: the body of ``GET /metrics`` (Prometheus text), or ``None`` if it has none.
+    :param metrics_text: the body of the engine's metrics page (``traits.metrics.path``), or ``None``
+        if it declares or serves none.
     """
 
 

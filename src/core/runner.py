@@ -34,6 +34,8 @@ from infermatrix.core.engine import Engine, EngineError, probe_reachable
 from infermatrix.core.planning import over_capacity_reason, prefill_target
 from infermatrix.core.progress import RunProgress
 from infermatrix.core.redact import redact_text
+from infermatrix.core.registry import build_engine
+from infermatrix.core.steady import METRICS_NOT_FOUND
 from infermatrix.core.store import Store
 from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.store.telemetry import save_gpu_samples
@@ -67,10 +69,15 @@ class RunOutcome:
     nothing_to_do: bool = False  # resume: every cell was already stored
 
 
-def resolve_capacity(pm: pluggy.PluginManager, cfg: BaseModel, info: EngineInfo, metrics_text: str | None) -> Capacity:
-    """Config overrides first, then the engine's own answer (hook), else unlimited — and say which."""
+def resolve_capacity(
+    pm: pluggy.PluginManager, cfg: BaseModel, info: EngineInfo, metrics_text: str | None, own: Capacity | None = None
+) -> Capacity:
+    """Config overrides first, then an ``estimate_capacity`` hook's answer, then the engine's own
+    (``own``: ``Engine.read_capacity``), else unlimited — and say which."""
     eng = cfg.engine
     found = pm.hook.estimate_capacity(config=eng, info=info, metrics_text=metrics_text)
+    if found is None:
+        found = own
     if eng.kv_tokens is not None or eng.max_seqs is not None:
         return Capacity(
             kv_tokens=eng.kv_tokens if eng.kv_tokens is not None else (found.kv_tokens if found else None),
@@ -79,7 +86,7 @@ def resolve_capacity(pm: pluggy.PluginManager, cfg: BaseModel, info: EngineInfo,
         )
     if found is not None:
         return found
-    return Capacity(kv_tokens=None, max_seqs=None, source="unknown: assumed unlimited (no metrics, no config)")
+    return Capacity(kv_tokens=None, max_seqs=None, source="unknown: assumed unlimited (the engine did not say, nor the config)")
 
 
 def known_max_model_len(cfg: BaseModel) -> tuple[int | None, str]:
@@ -87,14 +94,12 @@ def known_max_model_len(cfg: BaseModel) -> tuple[int | None, str]:
     eng = cfg.engine
     if eng.max_model_len is not None:
         return eng.max_model_len, "engine.max_model_len"
-    known = getattr(eng, "known_max_model_len", None)  # engine configs that know it (a sim profile)
-    if callable(known):
-        try:
-            value = known()
-        except ConfigError:
-            value = None
-        if value is not None:
-            return value, f"the {eng.kind} engine's configuration"
+    try:
+        value = eng.known_max_model_len()
+    except ConfigError:
+        value = None
+    if value is not None:
+        return value, f"the {eng.kind} engine's configuration"
     return None, ""
 
 
@@ -112,14 +117,6 @@ def check_matrix(cfg: BaseModel) -> None:
             f"matrix.contexts: {rows} + {m.max_output} output tokens exceeds max_model_len {limit} ({source}); "
             "lower matrix.contexts or matrix.max_output"
         )
-
-
-async def _get_metrics(client: httpx.AsyncClient, engine: Engine) -> str | None:
-    try:
-        r = await client.get(f"{engine.base_url}/metrics", headers=engine.headers, timeout=10)
-    except httpx.HTTPError:
-        return None
-    return r.text if r.status_code == 200 else None
 
 
 @dataclass
@@ -246,7 +243,7 @@ async def _open_run(
         todo = (list(m.prefill_contexts), cells)
         new = True
     workdir = store.run_dir(run_id)
-    engine: Engine | None = pm.hook.launch_engine(config=cfg.engine, workdir=workdir)
+    engine: Engine | None = build_engine(pm, cfg.engine, workdir)
     if engine is None:
         if new:
             try:
@@ -283,10 +280,11 @@ async def _run_matrix(
     await engine.start()
     await engine.wait_ready(client, cfg.engine.ready_timeout_s)
     info = await engine.describe(client)
-    metrics_text = await _get_metrics(client, engine)
-    capacity = resolve_capacity(pm, cfg, info, metrics_text)
+    traits = engine.traits
+    metrics_text = await engine.metrics_page(client)
+    capacity = resolve_capacity(pm, cfg, info, metrics_text, await engine.read_capacity(client))
     max_model_len = info.max_model_len or cfg.engine.max_model_len
-    tokenizer = await pick_tokenizer(client, engine.base_url, info.model, m.api, engine.headers)
+    tokenizer = await pick_tokenizer(client, engine.base_url, info.model, m.api, engine.headers, traits.tokenize)
     workload = pm.hook.make_workload(config=m, tokenizer=tokenizer)
     hardware = {**info.hardware, **cfg.hardware}
     store.update_run(
@@ -299,8 +297,10 @@ async def _run_matrix(
         f"  {info.engine} {info.version or ''} · model {info.model} · max_model_len {max_model_len or '?'} · "
         f"KV {capacity.kv_tokens if capacity.kv_tokens is not None else 'unlimited'} tokens ({capacity.source})"
     )
+    runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops,
+                        pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits)  # fmt: skip
+    gauges_state = _record_gauges(store, run_id, runner, traits, await runner.gauges.probe(), console)
     gpu = GpuSampler(interval_s=1.0)  # power, clocks, memory, utilisation per GPU, once a second, per cell
-    runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops, pm=pm, tokenizer=tokenizer, id_prefix=run_id)
     prompts: dict[tuple[int, int], Prompt] = {}
     sources: set[str] = set()  # token sources of the valid cells, for the run's header
     rejected = 0  # units in a row in which the engine failed every request
@@ -404,10 +404,28 @@ async def _run_matrix(
                 store.update_run(run_id, token_source=sources.pop() if len(sources) == 1 else "mixed")
                 sources.add(result.token_source)
             progress.finished(label, result.status, cell_detail(result))
+            if runner.gauges.state != gauges_state:  # a metrics page that did not answer at first, known now
+                gauges_state = _record_gauges(store, run_id, runner, traits, runner.gauges.state, None)
             if recover:
                 console.print(f"  {await engine.recover(client)}", highlight=False)
             else:
                 judge(result)
+
+
+def _record_gauges(store: Store, run_id: str, runner: CellRunner, traits: Any, state: str, console: Console | None) -> str:
+    """Store (and say, in the run header) whether the engine's own gauges are there."""
+    if state == "found":
+        store.update_run(run_id, engine_metrics={"found": True, **traits.describe()})
+    elif state == "absent":
+        store.update_run(run_id, engine_metrics={"found": False, "note": METRICS_NOT_FOUND, **traits.describe()})
+        if console is not None:
+            console.print(f"  [yellow]{METRICS_NOT_FOUND}[/]", highlight=False)
+    else:  # declared, but the page did not answer yet: unknown, asked again in every cell
+        why = runner.gauges.last_error or "no answer"
+        store.update_run(run_id, engine_metrics={"found": None, "note": f"engine metrics did not answer at the start ({why})", **traits.describe()})
+        if console is not None:
+            console.print(f"  [yellow]engine metrics did not answer ({why}); asked again in every cell[/]", highlight=False)
+    return state
 
 
 async def _prefill(runner: CellRunner, workload: Any, ctx: int, max_model_len: int | None, run_id: str, progress: RunProgress) -> PrefillResult:

@@ -1,7 +1,9 @@
-"""The engine's own view of a cell, from its Prometheus ``/metrics``: running, waiting, tokens generated.
+"""The engine's own view of a cell, from its metrics page: running, waiting, tokens generated.
 
 Used to open the window only at steady state (N running, 0 waiting) and to reconcile token counts.
-Servers without metrics are fine: every read then returns ``None`` and the client's view decides.
+Which values exist, and under which names, the engine's plugin says (``EngineTraits.metrics``).
+An engine without them is fine: the client's view decides, and the run says the engine's was not
+checked. A read that fails (a timeout, a 5xx) is *unknown*, not *absent*: the next read tries again.
 """
 
 from __future__ import annotations
@@ -12,18 +14,12 @@ from dataclasses import dataclass
 import anyio
 import httpx
 
-from infermatrix.plugins.capacity import metric_value
+from infermatrix.core.prometheus import scan_values
+from infermatrix.core.traits import Gauges, MetricNames
 
-__all__ = ["EngineGauges", "Gauges", "SteadyState", "parse_gauges"]
+__all__ = ["EngineGauges", "Gauges", "SteadyState", "parse_gauges", "METRICS_NOT_FOUND"]
 
-_WANTED = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:generation_tokens_total")
-
-
-@dataclass
-class Gauges:
-    running: float | None
-    waiting: float | None
-    generation_tokens: float | None
+METRICS_NOT_FOUND = "engine metrics not found: steady state and engine-side token counts not checked"
 
 
 @dataclass
@@ -31,53 +27,89 @@ class SteadyState:
     reached: bool  # N running and none waiting (or the engine has no metrics)
     achieved: float | None  # most requests the engine ran at once while we waited
     waited_s: float
-    metrics: bool  # whether the engine reports the gauges at all
+    metrics: bool  # whether the engine reported the running gauge while we waited
 
 
-def parse_gauges(page: str) -> Gauges:
-    """The three values from a Prometheus page, summed over label sets (engines, models)."""
-    # A real vLLM /metrics page is ~50 KB; the full Prometheus parse of it takes tens of ms inside the
-    # event loop. Keep only the three families' sample lines (a fast prefix scan) and parse those.
-    text = "\n".join(line for line in page.splitlines() if line.startswith(_WANTED))
-    return Gauges(
-        running=metric_value(text, "vllm:num_requests_running"),
-        waiting=metric_value(text, "vllm:num_requests_waiting"),
-        generation_tokens=metric_value(text, "vllm:generation_tokens_total"),
-    )
+def parse_gauges(page: str, names: MetricNames) -> Gauges:
+    """The values ``names`` asks for, from a metrics page (``names.parse`` when the engine gives one)."""
+    if names.parse is not None:
+        return names.parse(page)
+    wanted = names.names()
+    values = scan_values(page, wanted.values())
+    return Gauges(**{f: values.get(n) for f, n in wanted.items()})
 
 
 class EngineGauges:
-    def __init__(self, client: httpx.AsyncClient, base_url: str, headers: dict[str, str]):
-        self.client, self.url, self.headers = client, f"{base_url}/metrics", headers
-        self.available = True
+    """Reads the engine's gauges. ``state`` is ``"unknown"`` until a read answers, then ``"found"``,
+    or ``"absent"`` when the engine declares none, has no metrics page, or serves none of the names."""
+
+    def __init__(self, client: httpx.AsyncClient, base_url: str, headers: dict[str, str], names: MetricNames | None):
+        self.client, self.headers, self.names = client, headers, names
+        self.url = f"{base_url}{names.path}" if names is not None else None
+        self.state = "absent" if names is None or (not names.names() and names.parse is None) else "unknown"
+        self.failures = 0  # reads that got no answer (transient: retried)
+        self.last_error: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.state != "absent"
 
     async def read(self) -> Gauges | None:
-        if not self.available:
+        if self.state == "absent" or self.url is None or self.names is None:
             return None
         try:
             r = await self.client.get(self.url, headers=self.headers, timeout=5)
-        except httpx.HTTPError:
+        except httpx.HTTPError as exc:
+            self._failed(f"{type(exc).__name__}")
+            return None
+        if r.status_code in (404, 405, 501):
+            self.state = "absent"  # no metrics endpoint: stop asking
             return None
         if r.status_code != 200:
-            self.available = False  # no metrics endpoint: stop asking
+            self._failed(f"{self.names.path} answered {r.status_code}")
             return None
-        g = parse_gauges(r.text)
-        if g.running is None and g.waiting is None and g.generation_tokens is None:
-            self.available = False
+        try:
+            g = parse_gauges(r.text, self.names)
+        except (ValueError, TypeError, KeyError) as exc:
+            self._failed(f"unreadable {self.names.path}: {exc}")
             return None
+        if g.empty():
+            if self.state == "unknown":
+                self.state = "absent"  # a page, but none of the names on it
+            return None
+        self.state = "found"
         return g
 
+    async def probe(self, tries: int = 3, pause_s: float = 0.2) -> str:
+        """Read until the engine's gauges are known to be there or not (at most ``tries`` reads)."""
+        for i in range(tries):
+            await self.read()
+            if self.state != "unknown":
+                break
+            if i + 1 < tries:
+                await anyio.sleep(pause_s)
+        return self.state
+
+    def _failed(self, why: str) -> None:
+        self.failures += 1
+        self.last_error = why
+
     async def wait_steady(self, n: int, timeout_s: float) -> SteadyState:
-        """Wait until the engine runs ``n`` requests with none waiting, at most ``timeout_s``."""
+        """Wait until the engine runs ``n`` requests with none waiting, at most ``timeout_s``.
+
+        Reads that fail are retried until the timeout; only an engine with no running gauge at all
+        ends the wait at once (``metrics=False``)."""
         t0 = time.monotonic()
         best: float | None = None
         while True:
             g = await self.read()
-            if g is None or g.running is None:
+            if self.state == "absent" or (g is not None and g.running is None):
                 return SteadyState(reached=True, achieved=best, waited_s=time.monotonic() - t0, metrics=False)
-            best = g.running if best is None else max(best, g.running)
-            if g.running >= n and not g.waiting:
-                return SteadyState(reached=True, achieved=g.running, waited_s=time.monotonic() - t0, metrics=True)
+            if g is not None and g.running is not None:
+                best = g.running if best is None else max(best, g.running)
+                if g.running >= n and not g.waiting:
+                    return SteadyState(reached=True, achieved=g.running, waited_s=time.monotonic() - t0, metrics=True)
             if time.monotonic() - t0 >= timeout_s:
-                return SteadyState(reached=False, achieved=best, waited_s=time.monotonic() - t0, metrics=True)
+                # No answer at all while we waited: unknown, not "not reached".
+                return SteadyState(reached=best is None, achieved=best, waited_s=time.monotonic() - t0, metrics=best is not None)
             await anyio.sleep(0.02)

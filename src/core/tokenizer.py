@@ -1,26 +1,31 @@
-"""Counting tokens as the server does: its ``/tokenize`` endpoint, else its own ``usage.prompt_tokens``."""
+"""Counting tokens as the server does: its tokenize endpoint (``EngineTraits.tokenize``), else its own
+``usage.prompt_tokens``."""
 
 from __future__ import annotations
 
 import httpx
 
+from infermatrix.core.traits import TokenizeAPI
+
 __all__ = ["ServerTokenizer", "UsageTokenizer", "pick_tokenizer"]
 
 
 class ServerTokenizer:
-    """``POST /tokenize`` (vLLM, SGLang and the sim have it). For the chat API the template is applied."""
+    """The engine's tokenize endpoint, as its traits describe it. For the chat API the template is applied."""
 
     exact = True
-    source = "server /tokenize"
 
-    def __init__(self, client: httpx.AsyncClient, base_url: str, model: str, api: str, headers: dict[str, str]):
+    def __init__(self, client: httpx.AsyncClient, base_url: str, model: str, api: str, headers: dict[str, str],
+                 spec: TokenizeAPI | None = None):  # fmt: skip
         self.client, self.base_url, self.model, self.api, self.headers = client, base_url, model, api, headers
+        self.spec = spec or TokenizeAPI()
+        self.source = f"server {self.spec.path}"
         self.calls = 0
 
     def _body(self, text: str) -> dict:
         if self.api == "chat":
-            return {"model": self.model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": True}
-        return {"model": self.model, "prompt": text}
+            return self.spec.chat_body(self.model, text)
+        return self.spec.text_body(self.model, text)
 
     async def count(self, text: str) -> int:
         return await self._post(self._body(text))
@@ -29,30 +34,30 @@ class ServerTokenizer:
         """Tokens of generated text: no chat template, no special tokens."""
         if not text:
             return 0
-        return await self._post({"model": self.model, "prompt": text, "add_special_tokens": False})
+        return await self._post(self.spec.text_body(self.model, text, special_tokens=False))
 
     async def _post(self, body: dict) -> int:
         self.calls += 1
-        r = await self.client.post(f"{self.base_url}/tokenize", json=body, headers=self.headers, timeout=60)
+        r = await self.client.post(f"{self.base_url}{self.spec.path}", json=body, headers=self.headers, timeout=60)
         r.raise_for_status()
-        data = r.json()
-        if "count" in data:
-            return int(data["count"])
-        return len(data["tokens"])
+        return self.spec.read_count(r.json())
 
 
 class UsageTokenizer:
     """Calibrate on the server's own count: a ``max_tokens = 1`` request and its ``usage.prompt_tokens``.
 
-    Costs a real prefill per call, so it is the fallback for servers without ``/tokenize``.
+    Costs a real prefill per call, so it is the fallback for servers without a tokenize endpoint.
+    ``count_output`` is the tokenize endpoint's when there is one (chat servers whose endpoint
+    can't apply the chat template), else ``None``: generated text can't be counted.
     """
 
     exact = True
     source = "server usage.prompt_tokens"
-    count_output = None  # no way to count generated text without /tokenize
 
-    def __init__(self, client: httpx.AsyncClient, base_url: str, model: str, api: str, headers: dict[str, str]):
+    def __init__(self, client: httpx.AsyncClient, base_url: str, model: str, api: str, headers: dict[str, str],
+                 output_counter: ServerTokenizer | None = None):  # fmt: skip
         self.client, self.base_url, self.model, self.api, self.headers = client, base_url, model, api, headers
+        self.count_output = output_counter.count_output if output_counter is not None else None
         self.calls = 0
 
     async def count(self, text: str) -> int:
@@ -70,12 +75,18 @@ class UsageTokenizer:
 
 
 async def pick_tokenizer(
-    client: httpx.AsyncClient, base_url: str, model: str, api: str, headers: dict[str, str]
+    client: httpx.AsyncClient, base_url: str, model: str, api: str, headers: dict[str, str],
+    spec: TokenizeAPI | None = TokenizeAPI(),
 ) -> ServerTokenizer | UsageTokenizer:
-    """The server's ``/tokenize`` when it answers sensibly, else usage calibration."""
-    tok = ServerTokenizer(client, base_url, model, api, headers)
+    """The engine's tokenize endpoint (``spec``) when it answers sensibly, else usage calibration."""
+    if spec is None:
+        return UsageTokenizer(client, base_url, model, api, headers)
+    tok = ServerTokenizer(client, base_url, model, api, headers, spec)
     try:
-        if await tok.count("hello world") > 0:
+        if api == "chat" and not spec.chat:  # it can't apply the chat template, but can count generated text
+            if await tok.count_output("hello world") > 0:
+                return UsageTokenizer(client, base_url, model, api, headers, output_counter=tok)
+        elif await tok.count("hello world") > 0:
             return tok
     except (httpx.HTTPError, KeyError, ValueError, TypeError):
         pass

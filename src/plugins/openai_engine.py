@@ -1,15 +1,19 @@
-"""``openai``: attach to any OpenAI-compatible server by ``base_url`` (nothing is launched)."""
+"""``openai``: attach to any OpenAI-compatible server by ``base_url`` (nothing is launched).
+
+It asks only for what the OpenAI API defines (plus ``stream_options.include_usage``): no engine metrics,
+no body extensions. It does try a ``/tokenize`` endpoint for counting prompts, since many servers
+have one and the fallback (a real prefill per count) is slow; a server without it is fine.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
-from infermatrix.core.config import EngineConfig
-from infermatrix.core.engine import Engine
-from infermatrix.core.hookspecs import hookimpl
+from infermatrix.plugin import AttachEngine, EngineConfig, EngineTraits, TokenizeAPI, hookimpl
+
+__all__ = ["OpenAIEngineConfig", "OpenAIEngine", "register_engines"]
 
 
 class OpenAIEngineConfig(EngineConfig):
@@ -17,15 +21,10 @@ class OpenAIEngineConfig(EngineConfig):
     base_url: str = Field(..., description="the server's address, e.g. http://127.0.0.1:8000")
 
 
-class OpenAIEngine(Engine):
-    kind = "openai"
+class OpenAIEngine(AttachEngine):
+    traits = EngineTraits(tokenize=TokenizeAPI())
 
 
 @hookimpl
-def register_engines(register):
-    register(OpenAIEngineConfig)
-
-
-@hookimpl
-def launch_engine(config: EngineConfig, workdir: Path) -> Engine | None:
-    return OpenAIEngine(config, workdir) if config.kind == "openai" else None
+def register_engines(register) -> None:
+    register(OpenAIEngineConfig, OpenAIEngine)

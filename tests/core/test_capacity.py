@@ -1,4 +1,5 @@
-from infermatrix.plugins.capacity import capacity_from_metrics, metric_value
+from infermatrix.core.prometheus import info_labels, metric_value
+from infermatrix.plugins.vllm.plugin import capacity_from_metrics
 
 METRICS = """# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
 # TYPE vllm:cache_config_info gauge
@@ -23,3 +24,9 @@ def test_missing_metric_gives_none():
 
 def test_counter_summed_over_labels():
     assert metric_value(METRICS, "vllm:generation_tokens_total") == 1240.0
+
+
+def test_info_labels_of_a_family():
+    assert info_labels(METRICS, "vllm:cache_config_info")["num_gpu_blocks"] == "37"
+    assert info_labels(METRICS, "other:cache_config_info") == {}
+    assert info_labels(None, "x") == {} and info_labels("not { prometheus", "x") == {}

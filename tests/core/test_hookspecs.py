@@ -35,9 +35,10 @@ def test_fresh_manager_each_call_and_summary():
     a, b = get_plugin_manager(), get_plugin_manager()
     assert a is not b
     rows = {r["name"]: r for r in plugin_summary(a)}
-    assert "launch_engine" in rows["sim"]["hooks"]
+    assert "register_engines" in rows["sim"]["hooks"] and rows["sim"]["engines"] == ["sim"]
+    assert "register_commands" in rows["sim"]["hooks"]  # `infermatrix sim serve` is the sim's own command
     assert "detect_loop" in rows["loops"]["hooks"]
-    assert "estimate_capacity" in rows["capacity"]["hooks"]
+    assert rows["vllm"]["engines"] == ["vllm"] and rows["openai"]["engines"] == ["openai"]
 
 
 def test_extra_plugin_is_called():

@@ -26,8 +26,8 @@ from infermatrix.core.config import load_config, validate_config
 from infermatrix.core.planning import over_capacity_reason
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.types import Capacity
-from infermatrix.plugins.capacity import capacity_from_metrics
 from infermatrix.plugins.sim.profile import SimProfile, load_profile
+from infermatrix.plugins.vllm.plugin import capacity_from_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "sim-h200x4-qwen3.8-flash-next.toml"

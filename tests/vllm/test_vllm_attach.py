@@ -16,6 +16,7 @@ from vllm_helpers import KEY_VAR, cli, processes_using
 
 from infermatrix.core.config import validate_config
 from infermatrix.core.plugins import get_plugin_manager
+from infermatrix.core.registry import build_engine
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]  # the first test pays for the vLLM launch
 
@@ -33,7 +34,7 @@ def server(vllm_python, tiny_model, tmp_path_factory):
         "env": {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"},
         "args": {"load_format": "dummy", "max_model_len": 2048, "max_num_seqs": 4, "enforce_eager": True},
     }}, "test")  # fmt: skip
-    engine = pm.hook.launch_engine(config=cfg.engine, workdir=workdir)
+    engine = build_engine(pm, cfg.engine, workdir)
 
     async def up():
         await engine.start()

@@ -9,7 +9,9 @@ import pytest
 
 from infermatrix.core.config import validate_config
 from infermatrix.core.plugins import get_plugin_manager
-from infermatrix.core.types import EngineInfo
+from infermatrix.core.runner import resolve_capacity
+from infermatrix.core.types import Capacity, EngineInfo
+from infermatrix.plugins.vllm.plugin import vllm_capacity
 from infermatrix.plugins.vllm.describe import cache_config_labels, kv_tokens_from_log
 
 # Lines as vLLM 0.32 writes them (CPU: recorded on this project's CI machine; GPU: same format string).
@@ -49,7 +51,7 @@ def _resolve(engine: dict, extra: dict, metrics: str | None):
     pm = get_plugin_manager(load_entrypoints=False)
     cfg = validate_config(pm, {"engine": engine}, "t")
     info = EngineInfo(engine=cfg.engine.kind, model="m", extra=extra)
-    return pm.hook.estimate_capacity(config=cfg.engine, info=info, metrics_text=metrics)
+    return vllm_capacity(metrics, info, cfg.engine)
 
 
 VLLM = {"kind": "vllm", "model_source": "m", "args": {"max_num_seqs": 8}}
@@ -74,11 +76,16 @@ def test_only_max_seqs_known():
 
 
 @pytest.mark.parametrize("kind", ["sim", "openai"])
-def test_other_kinds_keep_the_generic_reader(kind):
+def test_no_hook_reads_vllm_names_for_other_kinds(kind):
+    """Capacity is each engine's own answer: no plugin guesses it from vLLM's names for another kind."""
+    pm = get_plugin_manager(load_entrypoints=False)
     engine = {"kind": kind, "base_url": "http://127.0.0.1:1"} if kind == "openai" else {"kind": kind}
-    cap = _resolve(engine, {"kv_cache_log": kv_tokens_from_log(GPU_LOG)}, METRICS)
-    assert cap.kv_tokens == 6144 and cap.max_seqs is None  # from /metrics; the vllm hook stayed out
-    assert _resolve(engine, {"kv_cache_log": kv_tokens_from_log(GPU_LOG)}, None) is None
+    cfg = validate_config(pm, {"engine": engine}, "t")
+    info = EngineInfo(engine=kind, model="m", extra={"kv_cache_log": kv_tokens_from_log(GPU_LOG)})
+    assert pm.hook.estimate_capacity(config=cfg.engine, info=info, metrics_text=METRICS) is None
+    assert resolve_capacity(pm, cfg, info, METRICS).source.startswith("unknown")
+    own = resolve_capacity(pm, cfg, info, METRICS, own=Capacity(kv_tokens=99, source="engine"))
+    assert (own.kv_tokens, own.source) == (99, "engine")
 
 
 def test_recorded_vllm_metrics_page():

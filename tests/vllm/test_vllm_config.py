@@ -11,6 +11,7 @@ import pytest
 from infermatrix.core.config import ConfigError, load_config, validate_config
 from infermatrix.core.contexts import parse_context
 from infermatrix.core.plugins import get_plugin_manager
+from infermatrix.core.registry import build_engine
 from infermatrix.core.redact import REDACTED
 from infermatrix.plugins.vllm.config import VllmArgs
 from infermatrix.plugins.vllm.describe import args_summary
@@ -43,7 +44,7 @@ def _engine(path: Path, tmp_path: Path, monkeypatch, overrides: dict | None = No
     data = load_config(path)
     data["engine"].update(overrides or {})
     cfg = validate_config(pm, data, str(path))
-    return cfg, pm.hook.launch_engine(config=cfg.engine, workdir=tmp_path)
+    return cfg, build_engine(pm, cfg.engine, tmp_path)
 
 
 def test_h200_command_is_the_reference_launch_command(tmp_path, monkeypatch):
@@ -90,7 +91,7 @@ def test_missing_key_is_a_config_error(tmp_path, monkeypatch):
     pm = get_plugin_manager(load_entrypoints=False)
     cfg = validate_config(pm, load_config(H200), "h200")
     with pytest.raises(ConfigError, match="VLLM_API_KEY is not set"):
-        pm.hook.launch_engine(config=cfg.engine, workdir=tmp_path)
+        build_engine(pm, cfg.engine, tmp_path)
 
 
 def test_tiny_cpu_config_runs_the_module_not_the_script(tmp_path, monkeypatch):
@@ -121,7 +122,7 @@ def test_config_mistakes_name_the_field(engine, message):
 def test_attach_mode_launches_nothing(tmp_path):
     pm = get_plugin_manager(load_entrypoints=False)
     cfg = validate_config(pm, {"engine": {"kind": "vllm", "base_url": "http://10.0.0.7:8000/v1"}}, "t")
-    engine = pm.hook.launch_engine(config=cfg.engine, workdir=tmp_path)
+    engine = build_engine(pm, cfg.engine, tmp_path)
     assert engine.attach and engine.base_url == "http://10.0.0.7:8000" and engine.launch_command is None
 
 

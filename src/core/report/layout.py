@@ -231,6 +231,9 @@ def header_sections(d: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
     if run.get("source") or run.get("imported_at"):
         imported = f"imported {fmt_time(run['imported_at'])}" if run.get("imported_at") else ""
         runinfo.insert(2, ("Source", " · ".join(x for x in (run.get("source"), imported) if x)))
+    metrics = run.get("engine_metrics")
+    if isinstance(metrics, dict) and metrics.get("found") is False:
+        runinfo.append(("Engine metrics", metrics.get("note") or "not found"))
     if run.get("error"):
         runinfo.append(("Error", run["error"]))
     runinfo += _facts(facts)

@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS runs (
     notes           VARCHAR,       -- free text; a dict given here is stored as JSON text
     source          VARCHAR,       -- v2: where the numbers come from when infermatrix did not measure them
                                    --     (an imported published page); NULL for runs measured by infermatrix
-    imported_at     TIMESTAMP      -- v2: when `infermatrix import` brought the run into this database
+    imported_at     TIMESTAMP,     -- v2: when `infermatrix import` brought the run into this database
+    engine_metrics  JSON           -- whether the engine's own gauges were found, and the names asked
 );
 -- Columns added while schema v1 was in development: keep databases written before them working.
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS capacity_detail JSON;
@@ -47,6 +48,8 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS error VARCHAR;
 -- Schema v1 -> v2 (imported runs, Parquet merge): two columns at the end of runs.
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS source VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS imported_at TIMESTAMP;
+-- Added within v2 (a nullable column at the end: older stores gain it on their next read-write open).
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS engine_metrics JSON;
 
 CREATE TABLE IF NOT EXISTS prefill (
     run_id         VARCHAR NOT NULL,

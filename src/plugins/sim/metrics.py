@@ -1,4 +1,4 @@
-"""``/metrics``: Prometheus text with vLLM's metric names and labels, rendered by prometheus_client."""
+"""``/metrics``: Prometheus text with vLLM's metric names and labels (or the profile's renames), rendered by prometheus_client."""
 
 from __future__ import annotations
 
@@ -38,22 +38,23 @@ class _Collector:
 
         c = s.counters
         usage = s.kv_usage()
-        yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.", s.n_admitted)
-        yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(s.waiting))
-        yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", usage)
-        yield gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage (pre-v1 name).", usage)
-        yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", c["prompt_tokens"])
-        yield counter("vllm:generation_tokens", "Number of generation tokens processed.", c["generation_tokens"])
-        yield counter("vllm:prefix_cache_queries", "Prefix cache queries, in tokens.", c["cache_queries"])
-        yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.", c["cache_hits"])
-        yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", 0)
-        done = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
+        f = p.metric_family
+        yield gauge(f("running"), "Number of requests in model execution batches.", s.n_admitted)
+        yield gauge(f("waiting"), "Number of requests waiting to be processed.", len(s.waiting))
+        yield gauge(f("kv_usage"), "KV-cache usage. 1 means 100 percent usage.", usage)
+        yield gauge(f("kv_usage_legacy"), "GPU KV-cache usage (pre-v1 name).", usage)
+        yield counter(f("prompt_tokens"), "Number of prefill tokens processed.", c["prompt_tokens"])
+        yield counter(f("generated_tokens"), "Number of generation tokens processed.", c["generation_tokens"])
+        yield counter(f("prefix_cache_queries"), "Prefix cache queries, in tokens.", c["cache_queries"])
+        yield counter(f("prefix_cache_hits"), "Prefix cache hits, in tokens.", c["cache_hits"])
+        yield counter(f("preemptions"), "Cumulative number of preemption from the engine.", 0)
+        done = CounterMetricFamily(f("request_success"), "Count of successfully processed requests.",
                                    labels=[*_LABELS, "finished_reason"])  # fmt: skip
         for reason in ("stop", "length"):
             done.add_metric([*lv, reason], c["finished_" + reason])
         done.add_metric([*lv, "abort"], c["aborted"])
         yield done
-        info = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+        info = GaugeMetricFamily(f("cache_config"), "Information of the LLMEngine CacheConfig",
                                  labels=["block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization",
                                          "num_cpu_blocks", "num_gpu_blocks", "num_gpu_blocks_override"])  # fmt: skip
         info.add_metric([str(p.block_size), "auto", str(p.prefix_cache_tokens > 0), "0.9", "0", str(p.num_gpu_blocks), "None"], 1.0)

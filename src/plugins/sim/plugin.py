@@ -1,4 +1,5 @@
-"""The ``sim`` engine kind: launches the simulated server as a child process (or attaches to one).
+"""The ``sim`` engine kind: launches the simulated server as a child process (or attaches to one),
+and the ``infermatrix sim serve`` command.
 
 Imports stay light (no server stack) because every CLI start loads this module.
 """
@@ -13,13 +14,21 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, field_validator
 
-from infermatrix.core.config import ConfigError, EngineConfig
-from infermatrix.core.engine import LaunchedEngine
-from infermatrix.core.hookspecs import hookimpl
-from infermatrix.core.types import EngineInfo
+from infermatrix.plugin import (
+    Capacity,
+    ConfigError,
+    EngineConfig,
+    EngineInfo,
+    EngineTraits,
+    LaunchedEngine,
+    MetricNames,
+    TokenizeAPI,
+    hookimpl,
+    info_labels,
+)
 from infermatrix.plugins.sim.profile import SimProfile, load_profile
 
-__all__ = ["SimEngineConfig", "SimEngine", "register_engines", "launch_engine"]
+__all__ = ["SimEngineConfig", "SimEngine", "sim_traits", "register_engines", "register_commands"]
 
 
 class SimEngineConfig(EngineConfig):
@@ -44,16 +53,30 @@ class SimEngineConfig(EngineConfig):
         return load_profile(self.profile).max_model_len
 
 
-class SimEngine(LaunchedEngine):
-    kind = "sim"
+def sim_traits(profile: SimProfile) -> EngineTraits:
+    """What a sim server with ``profile`` offers: vLLM's API extensions, its metrics under the profile's names."""
+    f = profile.metric_family
+    metrics = MetricNames(
+        running=f("running"), waiting=f("waiting"), kv_usage=f("kv_usage"), generated_tokens=f("generated_tokens"),
+        prompt_tokens=f("prompt_tokens"), preemptions=f("preemptions"),
+    ) if profile.metrics else None  # fmt: skip
+    return EngineTraits(
+        metrics=metrics, tokenize=TokenizeAPI(), version_path="/version",
+        per_chunk_usage=profile.continuous_usage_stats, ignore_eos=True,
+    )
 
+
+class SimEngine(LaunchedEngine):
     def __init__(self, config: SimEngineConfig, workdir: Path):
-        self.host = config.host  # before the base class picks the port and base_url on it
+        super().__init__(config, workdir, host=config.host)
         self.profile: SimProfile = load_profile(config.profile)
         if config.model and config.model != self.profile.model:
             self.profile = self.profile.model_copy(update={"model": config.model})  # serve the name the config asks for
-        super().__init__(config, workdir)
         self.profile_path = workdir / "sim-profile.json"
+
+    @property
+    def traits(self) -> EngineTraits:  # type: ignore[override]
+        return sim_traits(self.profile)
 
     def command(self) -> list[str]:
         # The resolved profile travels as a file: the child sees exactly what was validated here.
@@ -75,18 +98,33 @@ class SimEngine(LaunchedEngine):
             r = await client.get(f"{self.base_url}/debug/profile", headers=self.headers, timeout=5)
             if r.status_code == 200:
                 profile = r.json()
-        except (httpx.HTTPError, ValueError):
+                if self.attach:  # its metric names, its per-chunk usage: the traits follow the server
+                    self.profile = load_profile(profile)
+        except (httpx.HTTPError, ValueError, ConfigError):
             pass
         info.hardware = {"type": "simulated", "profile": profile.get("name", self.profile.name)}
         info.extra["profile"] = profile
         return info
 
+    async def read_capacity(self, client: httpx.AsyncClient) -> Capacity | None:
+        """The KV budget from the cache-config info metric the sim serves (as vLLM does)."""
+        family = self.profile.metric_family("cache_config")
+        labels = info_labels(await self.metrics_page(client), family)
+        try:
+            blocks, block = int(labels["num_gpu_blocks"]), int(labels["block_size"])
+        except (KeyError, ValueError):
+            return None
+        return Capacity(kv_tokens=blocks * block, source=f"{family} (num_gpu_blocks {blocks} × block_size {block})",
+                        detail={"num_gpu_blocks": blocks, "block_size": block})  # fmt: skip
+
 
 @hookimpl
 def register_engines(register: Any) -> None:
-    register(SimEngineConfig)
+    register(SimEngineConfig, SimEngine)
 
 
 @hookimpl
-def launch_engine(config: EngineConfig, workdir: Path) -> SimEngine | None:
-    return SimEngine(config, workdir) if config.kind == "sim" else None  # type: ignore[arg-type]
+def register_commands(cli: Any) -> None:
+    from infermatrix.plugins.sim.cli import sim
+
+    cli.add_command(sim)

@@ -17,9 +17,24 @@ from pydantic import Field, ValidationError, model_validator
 from infermatrix.core.config import ConfigError, Strict
 from infermatrix.plugins.sim.faults import SimFaults
 
-__all__ = ["LoopProfile", "FrontendTable", "SimProfile", "load_profile", "builtin_profiles", "PROFILE_DIR"]
+__all__ = ["METRIC_ROLES", "LoopProfile", "FrontendTable", "SimProfile", "load_profile", "builtin_profiles", "PROFILE_DIR"]
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
+
+# Metric roles -> the family name after the prefix (vLLM's names; a counter's samples get ``_total``).
+METRIC_ROLES: dict[str, str] = {
+    "running": "num_requests_running",
+    "waiting": "num_requests_waiting",
+    "kv_usage": "kv_cache_usage_perc",
+    "kv_usage_legacy": "gpu_cache_usage_perc",
+    "prompt_tokens": "prompt_tokens",
+    "generated_tokens": "generation_tokens",
+    "prefix_cache_queries": "prefix_cache_queries",
+    "prefix_cache_hits": "prefix_cache_hits",
+    "preemptions": "num_preemptions",
+    "request_success": "request_success",
+    "cache_config": "cache_config_info",
+}
 
 
 class LoopProfile(Strict):
@@ -121,6 +136,11 @@ class SimProfile(Strict):
     usage: bool = True
     continuous_usage_stats: bool = True
     metrics: bool = True
+    # The sim's metric families are named as vLLM names them (the prefix ``vllm:`` + vLLM's names); an
+    # engine plugin under test can have them served under its own names instead.
+    metric_prefix: str = Field("vllm:", description="prefix of every metric family on /metrics")
+    metric_names: dict[str, str] = Field(default_factory=dict, description="role -> full family name, replacing "
+                                         "prefix + the default name (roles: " + ", ".join(METRIC_ROLES) + ")")  # fmt: skip
     seed: int = 0
     loop: LoopProfile = Field(default_factory=LoopProfile)
     faults: SimFaults = Field(default_factory=SimFaults, description="what goes wrong, on purpose (faults.py)")
@@ -128,8 +148,15 @@ class SimProfile(Strict):
     truth_max_requests: int = Field(20_000, ge=1)
     truth_max_steps: int = Field(500_000, ge=1)
 
+    def metric_family(self, role: str) -> str:
+        """The name the sim serves the ``role`` metric family under (see ``METRIC_ROLES``)."""
+        return self.metric_names.get(role) or self.metric_prefix + METRIC_ROLES[role]
+
     @model_validator(mode="after")
     def _check(self) -> SimProfile:
+        unknown = sorted(set(self.metric_names) - set(METRIC_ROLES))
+        if unknown:
+            raise ValueError(f"metric_names: unknown role {unknown[0]!r} (roles: {', '.join(METRIC_ROLES)})")
         if self.kv_tokens % self.block_size:
             raise ValueError(f"kv_tokens ({self.kv_tokens}) must be a multiple of block_size ({self.block_size})")
         if self.kv_tokens < self.max_model_len:

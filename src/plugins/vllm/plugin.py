@@ -15,30 +15,49 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
-from infermatrix.core.config import EngineConfig
-from infermatrix.core.engine import LaunchedEngine
-from infermatrix.core.hardware import detect_hardware
-from infermatrix.core.hookspecs import hookimpl
-from infermatrix.core.redact import redact_argv
-from infermatrix.core.types import Capacity, EngineInfo
-from infermatrix.plugins.capacity import capacity_from_metrics
+from infermatrix.plugin import (
+    Capacity,
+    EngineInfo,
+    EngineTraits,
+    LaunchedEngine,
+    MetricNames,
+    TokenizeAPI,
+    connect_host,
+    detect_hardware,
+    hookimpl,
+    info_labels,
+    redact_argv,
+)
 from infermatrix.plugins.vllm.config import SERVER_MODULE, VllmEngineConfig, expand_path
 from infermatrix.plugins.vllm.describe import (
     args_summary,
-    cache_config_labels,
     kv_tokens_from_log,
     quantization_label,
     version_details,
 )
 
-__all__ = ["VllmEngine", "VllmEngineConfig", "register_engines", "launch_engine", "estimate_capacity"]
+__all__ = ["VllmEngine", "VllmEngineConfig", "VLLM_TRAITS", "vllm_capacity", "capacity_from_metrics", "register_engines"]
 
 REPOSITORY = "github.com/vllm-project/vllm"
+CACHE_CONFIG = "vllm:cache_config_info"
 
-
-def _connect_host(host: str) -> str:
-    """Where to reach a server bound to ``host``: a wildcard bind is reached on loopback."""
-    return "127.0.0.1" if host in ("", "0.0.0.0", "::", "[::]") else host
+# vLLM's OpenAI server: its Prometheus names (v1 engine), /tokenize, /version, and its body extensions.
+VLLM_TRAITS = EngineTraits(
+    metrics=MetricNames(
+        running="vllm:num_requests_running",
+        waiting="vllm:num_requests_waiting",
+        kv_usage="vllm:kv_cache_usage_perc",
+        generated_tokens="vllm:generation_tokens_total",
+        prompt_tokens="vllm:prompt_tokens_total",
+        preemptions="vllm:num_preemptions_total",
+        spec_draft_tokens="vllm:spec_decode_num_draft_tokens_total",
+        spec_accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
+    ),
+    tokenize=TokenizeAPI(),
+    version_path="/version",
+    per_chunk_usage=True,
+    ignore_eos=True,
+)
 
 
 def _is_local(url: str) -> bool:
@@ -55,25 +74,15 @@ def _bool(label: str | None) -> bool | None:
     return {"true": True, "false": False}.get(str(label).lower()) if label is not None else None
 
 
-def _int(label: str | None) -> int | None:
-    try:
-        return int(float(label)) if label not in (None, "", "None") else None
-    except ValueError:
-        return None
-
-
 class VllmEngine(LaunchedEngine):
-    kind = "vllm"
+    traits = VLLM_TRAITS
 
     def __init__(self, config: VllmEngineConfig, workdir: Path):
-        self.host = config.host  # the base class picks the free port on it
-        super().__init__(config, workdir)
+        super().__init__(config, workdir, host=config.host, port=config.port)
         self.config: VllmEngineConfig = config
-        if not self.attach:
-            self.port = config.port or self.port
-            self.base_url = f"http://{_connect_host(config.host)}:{self.port}"
         self.started_at: float | None = None
         self.startup_s: float | None = None
+        self.info: EngineInfo | None = None  # describe()'s answer, which read_capacity reads
 
     # ---- launching ------------------------------------------------------------------------
 
@@ -116,18 +125,13 @@ class VllmEngine(LaunchedEngine):
 
     async def describe(self, client: httpx.AsyncClient) -> EngineInfo:
         info = await super().describe(client)
-        metrics = None
-        try:
-            r = await client.get(f"{self.base_url}/metrics", headers=self.headers, timeout=10)
-            metrics = r.text if r.status_code == 200 else None
-        except httpx.HTTPError:
-            pass
+        metrics = await self.metrics_page(client)
         entry = await self._model_entry(client, info.model)
         if info.max_model_len is None:
             info.max_model_len = entry.get("max_model_len")
         argv = [] if self.attach else redact_argv(self.command(), [self.api_key] if self.api_key else [])
         log = self.log_text()
-        info.extra.update(describe_vllm(argv, cache_config_labels(metrics), log, info.version, self.config))
+        info.extra.update(describe_vllm(argv, info_labels(metrics, CACHE_CONFIG), log, info.version, self.config))
         source = self.config.model_source
         info.extra["model_source"] = expand_path(source) if source and not self.attach else entry.get("root") or source
         info.extra["startup_s"] = self.startup_s
@@ -136,7 +140,12 @@ class VllmEngine(LaunchedEngine):
             info.hardware = await anyio.to_thread.run_sync(detect_hardware)
             if info.extra.get("backend") is None:
                 info.extra["backend"] = "cuda" if info.hardware.get("gpu_count") else None
+        self.info = info
         return info
+
+    async def read_capacity(self, client: httpx.AsyncClient) -> Capacity | None:
+        info = self.info if self.info is not None else EngineInfo(engine=self.kind, model=self.config.model or "")
+        return vllm_capacity(await self.metrics_page(client), info, self.config)
 
     async def _model_entry(self, client: httpx.AsyncClient, model: str) -> dict[str, Any]:
         try:
@@ -194,27 +203,34 @@ def _float(label: str | None) -> float | None:
         return None
 
 
-# ---- hooks ------------------------------------------------------------------------------------
+def _int(label: str | None) -> int | None:
+    try:
+        return int(float(label)) if label not in (None, "", "None") else None
+    except ValueError:
+        return None
 
 
-@hookimpl
-def register_engines(register: Any) -> None:
-    register(VllmEngineConfig)
+def capacity_from_metrics(text: str | None) -> Capacity | None:
+    """KV token budget from ``vllm:cache_config_info``: num_gpu_blocks × block_size; ``None`` when absent."""
+    labels = info_labels(text, CACHE_CONFIG)
+    blocks = _int(labels.get("num_gpu_blocks"))
+    if blocks is None:
+        blocks = _int(labels.get("num_gpu_blocks_override"))
+    block = _int(labels.get("block_size"))
+    if not blocks or not block:
+        return None
+    return Capacity(
+        kv_tokens=blocks * block, max_seqs=_int(labels.get("max_num_seqs")),
+        source=f"{CACHE_CONFIG} (num_gpu_blocks {blocks} × block_size {block})",
+        detail={"num_gpu_blocks": blocks, "block_size": block},
+    )
 
 
-@hookimpl
-def launch_engine(config: EngineConfig, workdir: Path) -> VllmEngine | None:
-    return VllmEngine(config, workdir) if config.kind == "vllm" else None  # type: ignore[arg-type]
-
-
-@hookimpl(tryfirst=True)
-def estimate_capacity(config: EngineConfig, info: EngineInfo, metrics_text: str | None) -> Capacity | None:
+def vllm_capacity(metrics_text: str | None, info: EngineInfo, config: VllmEngineConfig) -> Capacity | None:
     """vLLM: ``cache_config_info`` in ``/metrics``, else the start-up log's "KV cache size: N tokens";
     max sequences from ``--max-num-seqs`` when the command line says it."""
-    if config.kind != "vllm":
-        return None
-    max_seqs = info.extra.get("max_num_seqs") or getattr(getattr(config, "args", None), "max_num_seqs", None)
-    cap = capacity_from_metrics(metrics_text) if metrics_text else None
+    max_seqs = info.extra.get("max_num_seqs") or config.args.max_num_seqs
+    cap = capacity_from_metrics(metrics_text)
     if cap is not None:
         if cap.max_seqs is None and max_seqs:
             cap.max_seqs, cap.source = max_seqs, f"{cap.source}; max_num_seqs {max_seqs} (--max-num-seqs)"
@@ -229,3 +245,11 @@ def estimate_capacity(config: EngineConfig, info: EngineInfo, metrics_text: str 
     if max_seqs:
         return Capacity(kv_tokens=None, max_seqs=max_seqs, source=f"max_num_seqs {max_seqs} (--max-num-seqs); KV budget unknown")
     return None
+
+
+# ---- hooks ------------------------------------------------------------------------------------
+
+
+@hookimpl
+def register_engines(register: Any) -> None:
+    register(VllmEngineConfig, VllmEngine)

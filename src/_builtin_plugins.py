@@ -1,0 +1,11 @@
+"""The plugins that ship with infermatrix, by entry-point name -> module (pyproject.toml lists the same).
+
+Kept outside ``infermatrix.core`` so the core names no engine and imports no plugin."""
+
+BUILTIN_PLUGINS: dict[str, str] = {
+    "sim": "infermatrix.plugins.sim.plugin",
+    "openai": "infermatrix.plugins.openai_engine",
+    "workload": "infermatrix.plugins.workload",
+    "loops": "infermatrix.plugins.loops",
+    "vllm": "infermatrix.plugins.vllm.plugin",
+}

@@ -1,0 +1,73 @@
+"""The public plugin API: everything an infermatrix plugin imports comes from here.
+
+    from infermatrix.plugin import AttachEngine, EngineConfig, EngineTraits, MetricNames, hookimpl
+
+    class ToyConfig(EngineConfig):
+        kind: Literal["toy"] = "toy"
+        base_url: str
+
+    class ToyEngine(AttachEngine):
+        traits = EngineTraits(metrics=MetricNames(running="toy:running", waiting="toy:waiting"))
+
+    @hookimpl
+    def register_engines(register):
+        register(ToyConfig, ToyEngine)
+
+The hooks and the engine contract are described in docs/plugins.md; a complete plugin package in
+docs/writing-a-plugin.md. Names not listed in ``__all__`` are not part of the API.
+"""
+
+from __future__ import annotations
+
+from infermatrix.core.config import ConfigError, EngineConfig, LoopConfig, MatrixConfig, Strict
+from infermatrix.core.engine import AttachEngine, Engine, EngineError, LaunchedEngine, connect_host
+from infermatrix.core.hardware import detect_hardware
+from infermatrix.core.hookspecs import hookimpl
+from infermatrix.core.prometheus import info_labels, metric_value, scan_values
+from infermatrix.core.redact import redact_argv
+from infermatrix.core.traits import (
+    IGNORE_EOS_FIELDS,
+    PER_CHUNK_USAGE_FIELDS,
+    EngineTraits,
+    Gauges,
+    HttpCall,
+    MetricNames,
+    TokenizeAPI,
+)
+from infermatrix.core.types import Capacity, EngineInfo, LoopFinding, Prompt, Tokenizer, Workload
+
+__all__ = [
+    "hookimpl",
+    # engines
+    "Engine",
+    "AttachEngine",
+    "LaunchedEngine",
+    "EngineError",
+    "EngineConfig",
+    "ConfigError",
+    "Strict",
+    "connect_host",
+    "redact_argv",
+    "detect_hardware",
+    # what an engine declares
+    "EngineTraits",
+    "MetricNames",
+    "Gauges",
+    "TokenizeAPI",
+    "HttpCall",
+    "PER_CHUNK_USAGE_FIELDS",
+    "IGNORE_EOS_FIELDS",
+    # what hooks take and return
+    "Capacity",
+    "EngineInfo",
+    "Tokenizer",
+    "Workload",
+    "Prompt",
+    "LoopFinding",
+    "LoopConfig",
+    "MatrixConfig",
+    # Prometheus text helpers
+    "metric_value",
+    "scan_values",
+    "info_labels",
+]
