@@ -1,8 +1,8 @@
 """Token counts from three sources, and the tokenizer fallback for servers without per-chunk usage.
 
-1. usage deltas (``continuous_usage_stats``), as streamed;
-2. the model's tokenizer (the server's ``/tokenize``) applied to the text received;
-3. the engine's own counter (``vllm:generation_tokens_total``) before and after the cell.
+1. usage deltas (per-chunk cumulative usage, where the engine's traits offer it), as streamed;
+2. the model's tokenizer (the server's tokenize endpoint) applied to the text received;
+3. the engine's own generated-tokens counter (``EngineTraits.metrics``) before and after the cell.
 
 When a server sends no per-chunk usage, each chunk was provisionally counted as one token (wrong under
 speculative decoding). ``recount_chunks`` replaces those counts with the tokenizer's, exactly at the
@@ -54,7 +54,11 @@ async def _recount_one(r: RequestRecord, count: CountText, start: float, end: fl
             + _spread(through_last - through_first, lens[i0 + 1 : i1 + 1])
             + _spread(max(0, total - through_last), lens[i1 + 1 :])
         )
-    r.events = [(t, n) for (t, _), n in zip(r.events, counts)]
+    # A chunk the tokenizer merges into its neighbour's token carries none: it is no token arrival
+    # (and a zero-token event would be a zero-length gap in the per-token latencies).
+    kept = [(ev, off) for ev, off, n in zip(((t, n) for (t, _), n in zip(r.events, counts)), r.offsets, counts) if n > 0]
+    r.events = [ev for ev, _ in kept]
+    r.offsets = [off for _, off in kept]
     r.token_source = "tokenizer"
 
 

@@ -47,6 +47,18 @@ class EngineDown(Exception):
 
 
 
+def _http_error(exc: BaseException) -> httpx.HTTPError | None:
+    """The HTTP error in ``exc``, also inside a task group's ExceptionGroup (concurrent recounts)."""
+    if isinstance(exc, httpx.HTTPError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _http_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
 async def guarded(engine: Engine, client: httpx.AsyncClient, transport: WatchedTransport, fn: Callable[[], Awaitable[Any]]) -> Any:
     """``await fn()`` while watching the engine; raises :class:`EngineDown` (and cancels ``fn``) when it goes down."""
     result: Any = None
@@ -58,14 +70,16 @@ async def guarded(engine: Engine, client: httpx.AsyncClient, transport: WatchedT
         nonlocal result, down, error
         try:
             result = await fn()
-        except httpx.HTTPError as exc:  # outside a request's own accounting (prompts, gauges): is it the engine?
-            why = await engine.healthy(client, 5)
-            if why is None:
-                error = exc
-            else:
-                down = f"{type(exc).__name__}: {exc}; health probe: {why}"
         except Exception as exc:  # re-raised below, not wrapped in the task group's ExceptionGroup
-            error = exc
+            http = _http_error(exc)
+            if http is None:
+                error = exc
+            else:  # outside a request's own accounting (prompts, gauges, recounts): is it the engine?
+                why = await engine.healthy(client, 5)
+                if why is None:
+                    error = exc
+                else:
+                    down = f"{engine.kind} at {engine.base_url} stopped answering ({type(http).__name__}: {http}; health probe: {why})"
         scope.cancel()
 
     async def watch(scope: anyio.CancelScope) -> None:

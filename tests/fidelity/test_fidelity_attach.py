@@ -1,5 +1,7 @@
-"""The spine's acceptance run: ``infermatrix run --engine openai --base-url …`` against a real sim
-server over loopback, every number checked against what the server really did."""
+"""The spine's acceptance run: ``infermatrix run --engine sim --base-url …`` (attach) against a real sim
+server over loopback, every number checked against what the server really did. (Attached as ``sim``,
+the run uses the sim's declared traits: its metrics, per-chunk usage; the generic ``openai`` kind asks
+for standard OpenAI fields only — tests/fidelity/test_fidelity_steady.py runs that one.)"""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ def attach_run(tmp_path_factory):
     try:
         db = tmp_path / "r.duckdb"
         proc = run_cli(
-            "run", "--engine", "openai", "--base-url", server.base_url, "--model", "sim-tiny",
+            "run", "--engine", "sim", "--base-url", server.base_url, "--model", "sim-tiny",
             "--contexts", "1K,2K", "--prefill-contexts", "1K,2K,8K", "--concurrency", "1,4,8",
             "--duration", "2", "--max-output", "256", "--db", str(db),
         )

@@ -40,7 +40,7 @@ def scenario(request, tmp_path_factory):
     try:
         db = tmp / "f.duckdb"
         proc = run_cli(
-            "run", "--engine", "openai", "--base-url", server.base_url, "--api", api,
+            "run", "--engine", "sim", "--base-url", server.base_url, "--api", api,
             "--contexts", "1K,2K", "--prefill-contexts", "1K,4K", "--concurrency", "1,4,8",
             # 3 s windows and 512-token requests: long request segments, so arrival jitter on a busy
             # 2-core machine stays far below the 1 % bar.
