@@ -125,5 +125,8 @@ def partial_cell(ctx: int, n: int, status: str, reason: str, started_at: float, 
 
 def cell_detail(r: CellResult) -> str:
     if r.status == "valid":
-        return f"{r.total_tps:,.1f} tok/s total, {r.per_request_tps:,.1f}/req, TTFT {r.ttft_ms:,.0f} ms, TBT {r.tbt_ms:.1f} ms"
+        text = f"{r.total_tps:,.1f} tok/s total, {r.per_request_tps:,.1f}/req, TTFT {r.ttft_ms:,.0f} ms, TBT {r.tbt_ms:.1f} ms"
+        if r.flags.get("admission_limited"):
+            text += f"; the engine ran at most {r.flags.get('achieved_concurrency'):g} of {r.concurrency} at once"
+        return text
     return r.reason or ""
