@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from importlib import metadata
+from typing import Any
 
 import pluggy
 
@@ -38,7 +39,7 @@ def get_plugin_manager(*, load_entrypoints: bool = True, extra: list[object] | N
     return pm
 
 
-def plugin_summary(pm: pluggy.PluginManager) -> list[dict[str, object]]:
+def plugin_summary(pm: pluggy.PluginManager) -> list[dict[str, Any]]:
     """Name, module and implemented hooks of every loaded plugin (for ``infermatrix plugins``)."""
     rows = []
     for plugin in pm.get_plugins():
