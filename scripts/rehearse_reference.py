@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "fidelity"))
 
-from reference_numbers import Reference, find_reference, load_reference
+from reference_numbers import Reference, find_reference, load_reference  # noqa: E402 (found through the sys.path line above)
 
 CONFIG = ROOT / "configs" / "sim-h200x4-qwen3.8-flash-next.toml"
 PROFILE = "h200x4-qwen3.8-flash-next"

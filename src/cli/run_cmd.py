@@ -165,7 +165,7 @@ def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool) -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)  # asyncio put the default back when the run ended
     rid = outcome.run_id
     hint = f"infermatrix resume {rid}" + (f" --db {store.path}" if store.path != DEFAULT_DB else "")
-    if outcome.run_id is None:  # interrupted before the run existed
+    if rid is None:  # interrupted before the run existed
         store.close()
         err.print("interrupted before anything started", highlight=False)
         sys.exit(EXIT_INTERRUPTED)

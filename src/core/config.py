@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Protocol, Union, cast
 
 import pluggy
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from infermatrix.core.contexts import parse_context
 
 __all__ = [
+    "RunConfig",
     "Strict",
     "EngineConfig",
     "MatrixConfig",
@@ -161,10 +162,25 @@ def engine_config_classes(pm: pluggy.PluginManager) -> dict[str, type[EngineConf
     return {kind: entry.config for kind, entry in engine_registry(pm).items()}
 
 
+class RunConfig(Protocol):
+    """A validated run config, as code reads it (its class is built at run time by ``run_config_model``)."""
+
+    name: str | None
+    engine: EngineConfig
+    matrix: MatrixConfig
+    loops: LoopConfig
+    validity: ValidityConfig
+    store: StoreConfig
+    hardware: dict[str, Any]
+
+    def model_dump(self, *, mode: str = "python") -> dict[str, Any]: ...
+
+
 def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
     """The ``RunConfig`` model for the engines this plugin manager knows."""
     arms = tuple(engine_config_classes(pm).values())
-    engine_type = Annotated[Union[arms], Field(discriminator="kind")] if len(arms) > 1 else arms[0]
+    # Any: a type built at run time from the plugins' config classes, which no checker can see.
+    engine_type: Any = Annotated[Union[arms], Field(discriminator="kind")] if len(arms) > 1 else arms[0]
     return create_model(
         "RunConfig",
         __base__=Strict,
@@ -194,11 +210,11 @@ def _format_error(exc: ValidationError, source: str, kinds: set[str]) -> str:
     return f"{source}: {loc or 'config'}: {msg}{more}"
 
 
-def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str = "config") -> BaseModel:
+def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str = "config") -> RunConfig:
     """Validate a config dict; raise ConfigError with one line naming the field."""
     model = run_config_model(pm)
     try:
-        return model.model_validate(data)
+        return cast(RunConfig, model.model_validate(data))
     except ValidationError as exc:
         raise ConfigError(_format_error(exc, source, set(engine_config_classes(pm)))) from None
 

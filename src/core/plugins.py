@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from importlib import metadata
+from typing import Any
 
 import pluggy
 
@@ -54,7 +55,7 @@ def get_plugin_manager(*, load_entrypoints: bool = True, extra: list[object] | N
     return pm
 
 
-def plugin_summary(pm: pluggy.PluginManager) -> list[dict[str, object]]:
+def plugin_summary(pm: pluggy.PluginManager) -> list[dict[str, Any]]:
     """Name, module, implemented hooks and engine kinds of every loaded plugin (for ``infermatrix plugins``)."""
     kinds: dict[str, list[str]] = {}
     for kind, entry in engine_registry(pm).items():

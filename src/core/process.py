@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import psutil
 
@@ -19,7 +20,7 @@ _LIVE: set["ChildProcess"] = set()
 _PR_SET_PDEATHSIG = 1
 
 
-def _parent_death_signal() -> object | None:
+def _parent_death_signal() -> Callable[[], None] | None:
     """A ``preexec_fn`` that asks Linux to SIGTERM the child if this process dies, even by SIGKILL.
 
     Prepared here, in the parent, so the forked child runs nothing but one libc call. The kernel

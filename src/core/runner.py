@@ -9,6 +9,7 @@ the partial cell as ``interrupted`` and shuts the engine down; a second kills th
 
 from __future__ import annotations
 
+import functools
 import platform
 import signal
 import time
@@ -28,7 +29,7 @@ from infermatrix.core.accounting import (
     rejected_everything,
 )
 from infermatrix.core.cell import CellRunner
-from infermatrix.core.config import ConfigError
+from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.contexts import format_context
 from infermatrix.core.engine import Engine, EngineError, probe_reachable
 from infermatrix.core.planning import over_capacity_reason, prefill_target
@@ -49,7 +50,6 @@ from infermatrix.core.types import (
     Prompt,
 )
 from infermatrix.core.watch import EngineDown, WatchedTransport, guarded
-from pydantic import BaseModel
 from rich.console import Console
 
 __all__ = ["RunOutcome", "execute_run", "resolve_capacity", "check_matrix", "known_max_model_len", "WatchedTransport"]
@@ -70,7 +70,7 @@ class RunOutcome:
 
 
 def resolve_capacity(
-    pm: pluggy.PluginManager, cfg: BaseModel, info: EngineInfo, metrics_text: str | None, own: Capacity | None = None
+    pm: pluggy.PluginManager, cfg: RunConfig, info: EngineInfo, metrics_text: str | None, own: Capacity | None = None
 ) -> Capacity:
     """Config overrides first, then an ``estimate_capacity`` hook's answer, then the engine's own
     (``own``: ``Engine.read_capacity``), else unlimited — and say which."""
@@ -89,7 +89,7 @@ def resolve_capacity(
     return Capacity(kv_tokens=None, max_seqs=None, source="unknown: assumed unlimited (the engine did not say, nor the config)")
 
 
-def known_max_model_len(cfg: BaseModel) -> tuple[int | None, str]:
+def known_max_model_len(cfg: RunConfig) -> tuple[int | None, str]:
     """``max_model_len`` as known before anything is launched, and where it comes from."""
     eng = cfg.engine
     if eng.max_model_len is not None:
@@ -103,7 +103,7 @@ def known_max_model_len(cfg: BaseModel) -> tuple[int | None, str]:
     return None, ""
 
 
-def check_matrix(cfg: BaseModel) -> None:
+def check_matrix(cfg: RunConfig) -> None:
     """A matrix that can't run, found before launch: a decode row whose prompt plus output exceeds
     ``max_model_len``. (Prefill rows are capped to fit instead, and said so.)"""
     limit, source = known_max_model_len(cfg)
@@ -126,7 +126,7 @@ class _Signals:
 
 
 async def execute_run(
-    pm: pluggy.PluginManager, cfg: BaseModel, store: Store, console: Console, *,
+    pm: pluggy.PluginManager, cfg: RunConfig, store: Store, console: Console, *,
     run_id: str | None = None, retry_errors: bool = False,
 ) -> RunOutcome:
     """Run the whole matrix; every finished cell is committed before the next starts.
@@ -166,10 +166,9 @@ async def execute_run(
         created = False
         try:
             with work:
-                opened = await _open_run(pm, cfg, store, client, run_id, retry_errors)
-                run_id, engine, todo = opened
+                run_id, engine, todo = await _open_run(pm, cfg, store, client, run_id, retry_errors)
                 outcome.run_id = run_id
-                if todo is None:
+                if todo is None or engine is None:
                     outcome.status, outcome.nothing_to_do = "completed", True
                     return outcome
                 created = True
@@ -180,13 +179,15 @@ async def execute_run(
             outcome.status, outcome.error = "failed", engine.redact(str(exc)) if engine else str(exc)
         except httpx.HTTPError as exc:  # lost the engine outside a watched cell (describe, tokenizer ...)
             outcome.status = "failed"
-            outcome.error = engine.redact(f"lost the engine at {engine.base_url}: {type(exc).__name__}: {exc}")
+            where = engine.base_url if engine else cfg.engine.base_url
+            text = f"lost the engine at {where}: {type(exc).__name__}: {exc}"
+            outcome.error = engine.redact(text) if engine else text
         except BaseException as exc:  # a bug or a store failure: the run is failed, and the error shown
-            if created:
+            if created and engine is not None:
                 outcome.status, outcome.error = "failed", engine.redact(f"{type(exc).__name__}: {exc}")
             raise
         finally:
-            if created:
+            if created and engine is not None and run_id is not None:
                 with anyio.CancelScope(shield=True):
                     if work.cancelled_caught and outcome.status != "failed":
                         outcome.status = "interrupted"
@@ -215,8 +216,8 @@ async def execute_run(
 
 
 async def _open_run(
-    pm: pluggy.PluginManager, cfg: BaseModel, store: Store, client: httpx.AsyncClient, run_id: str | None, retry_errors: bool,
-) -> tuple[str, Engine, tuple[list[int], list[tuple[int, int]]] | None] | None:
+    pm: pluggy.PluginManager, cfg: RunConfig, store: Store, client: httpx.AsyncClient, run_id: str | None, retry_errors: bool,
+) -> tuple[str, Engine | None, tuple[list[int], list[tuple[int, int]]] | None]:
     """Check what can be checked, then create (or reopen) the run and its engine object."""
     m = cfg.matrix
     if cfg.engine.base_url:  # attach: nothing answering there is a user mistake, found before the run exists
@@ -236,7 +237,7 @@ async def _open_run(
         if not todo[0] and not todo[1]:
             if (store.get_run(run_id) or {}).get("status") != "completed":
                 store.finish_run(run_id, "completed")
-            return run_id, None, None  # type: ignore[return-value]
+            return run_id, None, None
         new = False
     else:
         run_id = new_run_id()
@@ -271,7 +272,7 @@ async def _open_run(
 
 
 async def _run_matrix(
-    pm: pluggy.PluginManager, cfg: BaseModel, store: Store, console: Console, engine: Engine,
+    pm: pluggy.PluginManager, cfg: RunConfig, store: Store, console: Console, engine: Engine,
     client: httpx.AsyncClient, transport: WatchedTransport, run_id: str,
     todo: tuple[list[int], list[tuple[int, int]]], outcome: RunOutcome,
 ) -> None:
@@ -343,7 +344,7 @@ async def _run_matrix(
             await ensure_up()
             recover = None
             try:
-                result = await guarded(engine, client, transport, lambda ctx=ctx: _prefill(runner, workload, ctx, max_model_len, run_id, progress))
+                result = await guarded(engine, client, transport, functools.partial(_prefill, runner, workload, ctx, max_model_len, run_id, progress))
             except EngineDown as down:
                 reason, _ = await went_down(down.why)
                 result = PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None, status="error", reason=reason)
@@ -366,9 +367,9 @@ async def _run_matrix(
             progress.cell(label)
             recover = None
             gpu_samples: list[Any] = []
-            reason = over_capacity_reason(ctx, n, m.max_output, capacity, max_model_len, m.prompt_mode)
-            if reason:
-                result = CellResult(context_tokens=ctx, concurrency=n, status="over_capacity", reason=reason)
+            too_big = over_capacity_reason(ctx, n, m.max_output, capacity, max_model_len, m.prompt_mode)
+            if too_big:
+                result = CellResult(context_tokens=ctx, concurrency=n, status="over_capacity", reason=too_big)
             else:
                 await ensure_up()
                 started_at = time.time()

@@ -59,7 +59,7 @@ class ClientMonitor:
             self.t_end, self.cpu_end = time.monotonic(), self._cpu()
 
     def result(self) -> ClientLoad:
-        if not self.lags or self.t_start is None or self.t_end is None:
+        if not self.lags or self.t_start is None or self.t_end is None or self.cpu_start is None or self.cpu_end is None:
             return ClientLoad(None, None, None)
         lags = sorted(self.lags)
         p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))] * 1000

@@ -78,7 +78,7 @@ class GpuSampler:
         if rows is None:
             self.errors += 1
             return []
-        out = []
+        out: list[GpuSample] = []
         for row in rows:
             index = parse_number(row["index"])
             out.append(GpuSample(

@@ -147,7 +147,7 @@ class CellResult:
     window_start: float | None = None  # monotonic seconds, for reconciliation with server-side truth
     window_end: float | None = None
     token_source: str | None = None
-    prompt_tokens: int | None = None  # median prompt length the server reported
+    prompt_tokens: float | None = None  # median prompt length the server reported (stored rounded)
     started_at: float | None = None  # wall-clock epoch seconds
     finished_at: float | None = None
     histograms: dict[str, bytes] = field(default_factory=dict)  # metric -> HDR encoded (microseconds)

@@ -95,7 +95,7 @@ def test_measured_cells_have_real_numbers(run, db):
         "measured_s, token_source, prompt_tokens FROM cells WHERE status <> 'over_capacity'"
     ).fetchall()
     assert cells
-    for c, n, status, tps, ttft, tbt, active, out, measured, source, prompt in cells:
+    for c, n, status, tps, ttft, _tbt, active, out, measured, source, prompt in cells:
         assert status in MEASURED, (c, n, status)
         assert tps > 0 and ttft > 0 and out > 0 and measured >= 1.5, (c, n)
         assert 0.5 * n <= active <= n + 0.01, (c, n, active)

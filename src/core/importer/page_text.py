@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from infermatrix.core.contexts import parse_context
 from infermatrix.core.report.fmt import DASH, STATUS_LABELS
@@ -179,7 +180,8 @@ def _long_table(lines: list[str]) -> tuple[list[PageRow], list[PageRow]]:
     header, body = _table(lines, "All measurements")
     if tuple(header) != LONG_HEADER:
         raise PageError(f"All measurements: unexpected columns {', '.join(header)}")
-    prefill, decode = [], []
+    prefill: list[Any] = []
+    decode: list[Any] = []
     for cells in body:
         phase, ctx, n, status, total, per_req, ttft, tbt, active, done, tokens, window = cells
         where = f"All measurements row {phase} {ctx} × {n}"

@@ -7,6 +7,8 @@ summary (geometric-mean ratio per metric); then the best run per cell over all r
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -99,11 +101,11 @@ def measured_by_one_lines(cmp: Comparison, pair: Pair) -> list[str]:
 
 def summary_rows(cmp: Comparison, pair: Pair) -> tuple[list[str], list[list[tuple[str, str | None]]]]:
     a, b = cmp.letters[cmp.baseline], cmp.letters[pair.run_b]
-    rows = []
+    rows: list[list[tuple[str, str | None]]] = []
     for m in METRICS:
         g = pair.geomean.get(m.key)
         v = verdict(m.key, g)
-        counts = pair.verdicts.get(m.key, {})
+        counts = pair.verdicts.get(m.key) or Counter()
         n = len(pair.cells)
         tally = f"{counts.get('better', 0)} better · {counts.get('worse', 0)} worse · {counts.get('same', 0)} same, of {n}"
         rows.append([(m.title, None), (fmt_ratio(g) + (f" {MARKS[v]}" if MARKS[v] else ""), v or "same"), (tally, None)])
@@ -170,21 +172,21 @@ def render_compare_text(store: Store, run_ids: list[str], console: Console) -> N
         else:
             console.print(Text("No cells valid in both runs.", style="yellow"))
         if pair.one_sided:
-            header, rows = one_sided_rows(cmp, pair)
+            header, plain = one_sided_rows(cmp, pair)
             t = Table(*header, header_style="bold", show_edge=False, title="Cells only one side could run", title_justify="left")
-            for row in rows:
-                t.add_row(*row)
+            for line_cells in plain:
+                t.add_row(*line_cells)
             console.print(t)
         for line in measured_by_one_lines(cmp, pair):
             console.print(Text(line, style="dim"))
     if cmp.best:
-        header, rows = best_grid(cmp)
+        header, grid = best_grid(cmp)
         console.print()
         console.print(Text("Best run per cell", style="bold"),
                       Text("total tok/s, cells valid in two or more runs; × = lead over the next best run", style="dim"))
         t = Table(*header, header_style="bold", show_edge=False)
-        for row in rows:
-            t.add_row(*row)
+        for line_cells in grid:
+            t.add_row(*line_cells)
         console.print(t)
     console.print(Text(FOOTNOTE, style="dim"))
 
@@ -208,12 +210,12 @@ def render_compare_markdown(store: Store, run_ids: list[str]) -> str:
         else:
             out += ["_No cells valid in both runs._", ""]
         if pair.one_sided:
-            header, rows = one_sided_rows(cmp, pair)
-            out += ["**Cells only one side could run**", "", md_table(header, rows, "rrrrl"), ""]
+            header, plain = one_sided_rows(cmp, pair)
+            out += ["**Cells only one side could run**", "", md_table(header, plain, "rrrrl"), ""]
         for line in measured_by_one_lines(cmp, pair):
             out += [f"_{md_escape(line)}_", ""]
     if cmp.best:
-        header, rows = best_grid(cmp)
-        out += ["## Best run per cell", "", "total tok/s, cells valid in two or more runs; × = lead over the next best run", "", md_table(header, rows, "r" * len(header)), ""]
+        header, grid = best_grid(cmp)
+        out += ["## Best run per cell", "", "total tok/s, cells valid in two or more runs; × = lead over the next best run", "", md_table(header, grid, "r" * len(header)), ""]
     out.append(md_escape(FOOTNOTE))
     return "\n".join(out) + "\n"

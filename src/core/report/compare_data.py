@@ -144,7 +144,8 @@ def _setting(store: Store, run: dict[str, Any], column: str) -> Any:
 
 
 def _method(store: Store, runs: dict[str, dict[str, Any]], letters: dict[str, str]) -> tuple[list[str], list[str]]:
-    diffs, unknown = [], {}
+    diffs: list[str] = []
+    unknown: dict[str, list[str]] = {}
     for column, label, fmt in _METHOD:
         values = {rid: _setting(store, run, column) for rid, run in runs.items()}
         known = {rid: v for rid, v in values.items() if v is not None}
@@ -181,8 +182,8 @@ def _pair(store: Store, a: str, b: str, decode: dict[str, dict[tuple[int, int], 
         elif va != vb:
             pair.one_sided.append(OneSided(format_context(key[0]), key[0], key[1], "a" if va else "b", _shown(ra), _shown(rb)))
     for m in METRICS:
-        ratios = [c.values[m.key][2] for c in pair.cells if m.key in c.values and c.values[m.key][2]]
-        ratios = [r for r in ratios if r > 0]
+        found = (c.values[m.key][2] for c in pair.cells if m.key in c.values)
+        ratios = [r for r in found if r is not None and r > 0]
         pair.geomean[m.key] = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
         pair.verdicts[m.key] = Counter(verdict(m.key, c.values.get(m.key, (None, None, None))[2]) for c in pair.cells)
     return pair
@@ -214,7 +215,7 @@ def load_comparison(store: Store, run_ids: list[str]) -> Comparison:
         raise StoreError("the same run was given twice")
     if len(ids) > len(string.ascii_uppercase):
         raise StoreError(f"compare takes at most {len(string.ascii_uppercase)} runs")
-    runs = {i: store.get_run(i) for i in ids}
+    runs = {i: store.get_run(i) or {} for i in ids}  # resolve_run found each
     letters = dict(zip(ids, string.ascii_uppercase))
     decode = {}
     for rid in ids:

@@ -6,6 +6,8 @@ import datetime as dt
 import math
 from typing import Any
 
+from typing_extensions import TypeIs
+
 __all__ = [
     "DASH",
     "STATUS_LABELS",
@@ -32,7 +34,8 @@ STATUS_LABELS = {
 }
 
 
-def _missing(v: Any) -> bool:
+def _missing(v: Any) -> TypeIs[None]:
+    # TypeIs: past this check a value is known to be a number (NaN counts as missing too).
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 

@@ -72,9 +72,9 @@ def markdown_of(d: ReportData) -> str:
             label = next(r["context_label"] for r in cells if r is not None)
             shown = []
             for r in cells:
-                first, second, status = matrix_cell(r)
-                if second:
-                    shown.append(f"{md_escape(first)}<br>{md_escape(second)}")
+                first, under, status = matrix_cell(r)
+                if under:
+                    shown.append(f"{md_escape(first)}<br>{md_escape(under)}")
                 else:  # statuses in italics, so they stand apart from numbers
                     shown.append(f"*{md_escape(first)}*" if status != "missing" else md_escape(first))
             rows.append([md_escape(label), *shown])

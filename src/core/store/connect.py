@@ -7,6 +7,7 @@ import os
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -82,12 +83,17 @@ def connect(path: str | os.PathLike[str], read_only: bool = False) -> tuple[duck
 
 
 def stored_version(con: duckdb.DuckDBPyConnection) -> int | None:
-    has_table = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
-    ).fetchone()[0]
+    has_table = _one(con, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'")
     if not has_table:
         return None
-    return con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+    return _one(con, "SELECT max(version) FROM schema_version")
+
+
+def _one(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
+    """The single value an aggregate query returns (aggregates always return one row)."""
+    row = con.execute(sql).fetchone()
+    assert row is not None
+    return row[0]
 
 
 def apply_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:

@@ -107,7 +107,7 @@ def request_rows(run_id: str, c: CellResult) -> list[list[Any]]:
 def _request_row(run_id: str, c: CellResult, i: int, r: RequestRecord) -> list[Any]:
     looped = r.loop is not None
     evidence = None
-    if looped:
+    if r.loop is not None:
         evidence = dataclasses.asdict(r.loop)
         evidence["text_bytes"] = len(r.text.encode("utf-8"))  # says whether `text` is the whole output
     ttft = r.ttft_s

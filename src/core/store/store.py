@@ -71,18 +71,19 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str] = DEFAULT_DB, read_only: bool = False):
         self.read_only = read_only
-        self._con, self.path = connect(path, read_only)
+        con, self.path = connect(path, read_only)
         self._lock = threading.RLock()
         self._types: dict[str, dict[str, str]] = {}
         try:
             if read_only:
-                self._con = upgrade_if_older(self._con, self.path)
-                check_schema(self._con, self.path)
+                con = upgrade_if_older(con, self.path)
+                check_schema(con, self.path)
             else:
-                apply_schema(self._con, self.path)
+                apply_schema(con, self.path)
         except BaseException:
-            self._con.close()
+            con.close()
             raise
+        self._con: duckdb.DuckDBPyConnection | None = con
 
     # ---- lifecycle -------------------------------------------------------------------------
 

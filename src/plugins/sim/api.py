@@ -215,7 +215,7 @@ class Shapes:
 
     def whole(self, reasoning: str, text: str, finish: str | None, completion: int, usage: bool) -> dict[str, Any]:
         if self.chat:
-            message = {"role": "assistant", "content": text, "reasoning_content": reasoning or None, "tool_calls": []}
+            message: dict[str, Any] = {"role": "assistant", "content": text, "reasoning_content": reasoning or None, "tool_calls": []}
             choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish, "stop_reason": None}
             obj: dict[str, Any] = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model, "choices": [choice]}
         else:

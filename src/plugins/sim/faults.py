@@ -40,7 +40,7 @@ import struct
 import sys
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Literal
+from typing import Any, AsyncIterator, Callable, Literal, MutableMapping
 
 from pydantic import Field, model_validator
 
@@ -161,7 +161,7 @@ class FaultState:
         kind = "RateLimitError" if rule.status == 429 else "InternalServerError"
         return rule.status, orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": rule.status}})
 
-    async def wrap_stream(self, rule: RequestFault | None, stream: AsyncIterator[bytes], scope: dict[str, Any]) -> AsyncIterator[bytes]:
+    async def wrap_stream(self, rule: RequestFault | None, stream: AsyncIterator[bytes], scope: MutableMapping[str, Any]) -> AsyncIterator[bytes]:
         """The stream as the client gets it: untouched, or broken after ``rule.after_chunks`` chunks."""
         if rule is None or rule.kind == "http_error":
             async for part in stream:
@@ -215,7 +215,7 @@ class FaultState:
         _log(why)
         os._exit(ex.code if ex is not None else 1)
 
-    def _reset(self, scope: dict[str, Any]) -> None:
+    def _reset(self, scope: MutableMapping[str, Any]) -> None:
         """Reset the request's TCP connection (RST, not FIN): SO_LINGER 0, then abort."""
         client = tuple(scope.get("client") or ())
         for proto in list(self.connections() if self.connections else ()):

@@ -57,8 +57,15 @@ class Seq:
         self.loop_marker = loop_marker
         self.reasoning = reasoning
         self.state = "new"
-        self.arrived = self.accepted = self.admitted = self.prefill_start = self.prefill_end = self.joined = None
-        self.first_token = self.finished = None
+        # Timestamps (time.monotonic()) of the sequence's life; None until it gets there.
+        self.arrived: float | None = None
+        self.accepted: float | None = None
+        self.admitted: float | None = None
+        self.prefill_start: float | None = None
+        self.prefill_end: float | None = None
+        self.joined: float | None = None
+        self.first_token: float | None = None
+        self.finished: float | None = None
         self.finish_reason: str | None = None
         self.aborted = False
         self.cached_tokens = 0
@@ -354,6 +361,7 @@ class Scheduler:
             seq = self.prefill_q.popleft()
             seq.state = "prefilling"
             self.prefilling = seq
+            assert seq.admitted is not None  # set when it was queued for prefill
             start = max(clock, seq.admitted)
             cached = self._cached_prefix(seq)
             seq.cached_tokens = cached
@@ -422,7 +430,8 @@ class Scheduler:
         total = 0
         finished: list[Seq] = []
         for s in self.running:  # aborted sequences were removed from this list already
-            rng = s.rng
+            rng, text = s.rng, s.text
+            assert rng is not None and text is not None  # set at admission, dropped only when it finishes
             n = 1
             if s.generated and k:
                 for _ in range(k):
@@ -434,7 +443,6 @@ class Scheduler:
             s.generated = before + n
             total += n
             r = min(max(s.reasoning - before, 0), n)
-            text = s.text
             finish = s.limit_reason if s.generated >= s.limit else None
             s.push((r, text.take(r) if r else "", n - r, text.take(n - r) if n > r else "", finish))
             if not before:

@@ -159,7 +159,7 @@ def create_app(profile: SimProfile) -> Starlette:
             yield shapes.role_chunk(0 if cont else None)
         cum = 0
         while True:
-            buf = []
+            buf: list[bytes] = []
             finished = False
             for item in await seq.items():  # everything since the last wake-up goes out in one write
                 if item is SHUTDOWN:
