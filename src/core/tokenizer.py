@@ -74,9 +74,12 @@ class UsageTokenizer:
         return int(r.json()["usage"]["prompt_tokens"])
 
 
+_DEFAULT_TOKENIZE = TokenizeAPI()  # frozen: one shared default is safe
+
+
 async def pick_tokenizer(
     client: httpx.AsyncClient, base_url: str, model: str, api: str, headers: dict[str, str],
-    spec: TokenizeAPI | None = TokenizeAPI(),
+    spec: TokenizeAPI | None = _DEFAULT_TOKENIZE,
 ) -> ServerTokenizer | UsageTokenizer:
     """The engine's tokenize endpoint (``spec``) when it answers sensibly, else usage calibration."""
     if spec is None:

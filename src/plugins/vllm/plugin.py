@@ -22,7 +22,6 @@ from infermatrix.plugin import (
     LaunchedEngine,
     MetricNames,
     TokenizeAPI,
-    connect_host,
     detect_hardware,
     hookimpl,
     info_labels,
