@@ -20,12 +20,12 @@ docs/writing-a-plugin.md. Names not listed in ``__all__`` are not part of the AP
 from __future__ import annotations
 
 from infermatrix.core.config import ConfigError, EngineConfig, LoopConfig, MatrixConfig, Strict
-from infermatrix.core.engine import AttachEngine, Engine, EngineError, LaunchedEngine, connect_host
-from infermatrix.core.hardware import detect_hardware
+from infermatrix.core.engine.contract import AttachEngine, Engine, EngineError, LaunchedEngine, connect_host
+from infermatrix.core.engine.hardware import detect_hardware
 from infermatrix.core.hookspecs import hookimpl
-from infermatrix.core.prometheus import info_labels, metric_value, scan_values
+from infermatrix.core.engine.prometheus import info_labels, metric_value, scan_values
 from infermatrix.core.redact import redact_argv
-from infermatrix.core.traits import (
+from infermatrix.core.engine.traits import (
     IGNORE_EOS_FIELDS,
     PER_CHUNK_USAGE_FIELDS,
     EngineTraits,

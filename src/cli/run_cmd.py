@@ -135,7 +135,7 @@ def _resume(pm, resume_id: str, db: str | None, overrides, retry_errors: bool) -
 
 def _preflight(cfg) -> None:
     """Every user mistake that can be found before anything starts (one line, exit 2)."""
-    from infermatrix.core.runner import check_matrix
+    from infermatrix.core.run.runner import check_matrix
 
     cfg.engine.api_key()  # a missing key is a user mistake: say so before anything starts
     check_matrix(cfg)
@@ -148,7 +148,7 @@ def _raise_interrupt(signum, frame) -> None:
 def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool) -> None:
     import anyio
 
-    from infermatrix.core.runner import execute_run
+    from infermatrix.core.run.runner import execute_run
     from infermatrix.core.store import StoreError
 
     # Outside the run's own handling (before it starts, while the report prints), SIGTERM is a Ctrl-C.

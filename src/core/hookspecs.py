@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     import click
 
     from infermatrix.core.config import EngineConfig, LoopConfig, MatrixConfig
-    from infermatrix.core.engine import Engine
+    from infermatrix.core.engine.contract import Engine
     from infermatrix.core.types import Capacity, EngineInfo, LoopFinding, Tokenizer, Workload
 
 __all__ = ["hookspec", "hookimpl", "PROJECT"]

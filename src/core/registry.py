@@ -16,7 +16,7 @@ import pluggy
 from infermatrix.core.config import ConfigError, EngineConfig
 
 if TYPE_CHECKING:
-    from infermatrix.core.engine import Engine
+    from infermatrix.core.engine.contract import Engine
 
 __all__ = ["PluginError", "EngineEntry", "engine_registry", "build_engine"]
 
@@ -44,7 +44,7 @@ def _kind_of(cls: Any, plugin: str) -> str:
 
 def engine_registry(pm: pluggy.PluginManager) -> dict[str, EngineEntry]:
     """Every engine kind the loaded plugins register, in registration order."""
-    from infermatrix.core.engine import Engine
+    from infermatrix.core.engine.contract import Engine
 
     entries: dict[str, EngineEntry] = {}
     # Called one implementation at a time so each registration is known by its plugin's name.

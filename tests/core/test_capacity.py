@@ -1,4 +1,4 @@
-from infermatrix.core.prometheus import info_labels, metric_value
+from infermatrix.core.engine.prometheus import info_labels, metric_value
 from infermatrix.plugins.vllm.plugin import capacity_from_metrics
 
 METRICS = """# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig

@@ -4,7 +4,7 @@ import statistics
 
 import pytest
 
-from infermatrix.core.metrics import window_stats
+from infermatrix.core.measure.metrics import window_stats
 from infermatrix.core.types import RequestRecord
 
 

@@ -1,4 +1,4 @@
-from infermatrix.core.planning import over_capacity_reason, prefill_target
+from infermatrix.core.run.planning import over_capacity_reason, prefill_target
 from infermatrix.core.types import Capacity
 
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from infermatrix.core.reconcile import _spread, disagreement, recount_chunks, tokenizer_total
+from infermatrix.core.measure.reconcile import _spread, disagreement, recount_chunks, tokenizer_total
 from infermatrix.core.types import RequestRecord
 
 

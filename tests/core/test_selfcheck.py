@@ -5,7 +5,7 @@ import time
 import anyio
 import pytest
 
-from infermatrix.core.selfcheck import LAG_P99_LIMIT_MS, ClientMonitor
+from infermatrix.core.measure.selfcheck import LAG_P99_LIMIT_MS, ClientMonitor
 
 
 @pytest.mark.anyio

@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from infermatrix.core.steady import parse_gauges
-from infermatrix.core.prometheus import metric_value
-from infermatrix.core.traits import MetricNames
+from infermatrix.core.measure.steady import parse_gauges
+from infermatrix.core.engine.prometheus import metric_value
+from infermatrix.core.engine.traits import MetricNames
 from infermatrix.plugins.vllm.plugin import VLLM_TRAITS
 
 NAMES = VLLM_TRAITS.metrics
@@ -44,7 +44,7 @@ def test_names_are_the_engines_own():
 
 
 def test_a_custom_parser_replaces_the_prometheus_scan():
-    from infermatrix.core.traits import Gauges
+    from infermatrix.core.engine.traits import Gauges
 
     names = MetricNames(parse=lambda page: Gauges(running=float(page.split()[1])))
     assert parse_gauges("running 5", names).running == 5.0

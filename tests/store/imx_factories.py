@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from infermatrix.core.histograms import histogram_of
+from infermatrix.core.measure.histograms import histogram_of
 from infermatrix.core.types import CellResult, LoopFinding, PrefillResult, RequestRecord
 
 K = 1024

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from imx_factories import fill_run, make_cell
-from infermatrix.core import histograms as hdr
+from infermatrix.core.measure import histograms as hdr
 from infermatrix.core.store import Store, StoreError
 from infermatrix.core.store.rows import EVIDENCE_TEXT_BYTES, PERCENTILE_GRID
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from imx_factories import fill_run, make_cell
-from infermatrix.core import histograms as hdr
+from infermatrix.core.measure import histograms as hdr
 from infermatrix.core.contexts import format_context
 from infermatrix.core.store.rows import PERCENTILE_GRID, SUMMARY_PERCENTILES
 

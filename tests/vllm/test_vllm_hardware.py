@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from infermatrix.core.hardware import detect_hardware, query_gpus
+from infermatrix.core.engine.hardware import detect_hardware, query_gpus
 from infermatrix.core.store import Store
 from infermatrix.core.store.telemetry import save_gpu_samples
-from infermatrix.core.telemetry import GpuSampler
+from infermatrix.core.engine.telemetry import GpuSampler
 
 FAKE = Path(__file__).with_name("fake_nvidia_smi.py")
 

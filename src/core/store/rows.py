@@ -8,7 +8,7 @@ import json
 import math
 from typing import Any
 
-from infermatrix.core import histograms as hdr
+from infermatrix.core.measure import histograms as hdr
 from infermatrix.core.types import CellResult, PrefillResult, RequestRecord
 
 __all__ = [

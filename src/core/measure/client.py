@@ -14,7 +14,7 @@ import anyio
 import httpx
 import orjson
 
-from infermatrix.core.traits import EngineTraits, merge_body
+from infermatrix.core.engine.traits import EngineTraits, merge_body
 from infermatrix.core.types import RequestRecord
 
 __all__ = ["request_body", "stream_request", "endpoint_path", "classify_error"]

@@ -10,8 +10,8 @@ import time
 from collections import Counter
 from typing import Any
 
-from infermatrix.core.cell import CellRunner
-from infermatrix.core.engine import Engine
+from infermatrix.core.measure.cell import CellRunner
+from infermatrix.core.engine.contract import Engine
 from infermatrix.core.redact import redact_text
 from infermatrix.core.types import CellResult, PrefillResult, RequestRecord
 

@@ -11,14 +11,14 @@ import anyio
 import httpx
 import pluggy
 
-from infermatrix.core import histograms
-from infermatrix.core.client import endpoint_path, request_body, stream_request
+from infermatrix.core.measure import histograms
+from infermatrix.core.measure.client import endpoint_path, request_body, stream_request
 from infermatrix.core.config import LoopConfig, MatrixConfig
-from infermatrix.core.metrics import median_or_none, window_stats
-from infermatrix.core.reconcile import RECONCILE_LIMIT, disagreement, recount_chunks, tokenizer_total
-from infermatrix.core.selfcheck import ClientMonitor
-from infermatrix.core.steady import EngineGauges
-from infermatrix.core.traits import EngineTraits
+from infermatrix.core.measure.metrics import median_or_none, window_stats
+from infermatrix.core.measure.reconcile import RECONCILE_LIMIT, disagreement, recount_chunks, tokenizer_total
+from infermatrix.core.measure.selfcheck import ClientMonitor
+from infermatrix.core.measure.steady import EngineGauges
+from infermatrix.core.engine.traits import EngineTraits
 from infermatrix.core.types import CellResult, Prompt, RequestRecord
 
 __all__ = ["CellRunner", "MAX_CONSECUTIVE_FAILURES"]

@@ -13,9 +13,9 @@ import anyio
 import httpx
 
 from infermatrix.core.config import EngineConfig
-from infermatrix.core.process import ChildProcess
+from infermatrix.core.engine.process import ChildProcess
 from infermatrix.core.redact import redact_argv, redact_text, shell_join
-from infermatrix.core.traits import EngineTraits
+from infermatrix.core.engine.traits import EngineTraits
 from infermatrix.core.types import Capacity, EngineInfo
 
 __all__ = ["Engine", "AttachEngine", "LaunchedEngine", "EngineError", "free_port", "connect_host", "normalize_base_url", "probe_reachable"]

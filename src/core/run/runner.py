@@ -20,7 +20,7 @@ import anyio
 import httpx
 import pluggy
 from infermatrix import __version__
-from infermatrix.core.accounting import (
+from infermatrix.core.run.accounting import (
     account,
     apply_validity,
     cell_detail,
@@ -28,20 +28,20 @@ from infermatrix.core.accounting import (
     redact_result,
     rejected_everything,
 )
-from infermatrix.core.cell import CellRunner
+from infermatrix.core.measure.cell import CellRunner
 from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.contexts import format_context
-from infermatrix.core.engine import Engine, EngineError, probe_reachable
-from infermatrix.core.planning import over_capacity_reason, prefill_target
-from infermatrix.core.progress import RunProgress
+from infermatrix.core.engine.contract import Engine, EngineError, probe_reachable
+from infermatrix.core.run.planning import over_capacity_reason, prefill_target
+from infermatrix.core.run.progress import RunProgress
 from infermatrix.core.redact import redact_text
 from infermatrix.core.registry import build_engine
-from infermatrix.core.steady import METRICS_NOT_FOUND
+from infermatrix.core.measure.steady import METRICS_NOT_FOUND
 from infermatrix.core.store import Store
 from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.store.telemetry import save_gpu_samples
-from infermatrix.core.telemetry import GpuSampler
-from infermatrix.core.tokenizer import pick_tokenizer
+from infermatrix.core.engine.telemetry import GpuSampler
+from infermatrix.core.measure.tokenizer import pick_tokenizer
 from infermatrix.core.types import (
     Capacity,
     CellResult,
@@ -49,7 +49,7 @@ from infermatrix.core.types import (
     PrefillResult,
     Prompt,
 )
-from infermatrix.core.watch import EngineDown, WatchedTransport, guarded
+from infermatrix.core.engine.watch import EngineDown, WatchedTransport, guarded
 from rich.console import Console
 
 __all__ = ["RunOutcome", "execute_run", "resolve_capacity", "check_matrix", "known_max_model_len", "WatchedTransport"]

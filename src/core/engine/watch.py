@@ -10,7 +10,7 @@ from typing import Any, Awaitable, Callable
 
 import anyio
 import httpx
-from infermatrix.core.engine import Engine
+from infermatrix.core.engine.contract import Engine
 
 __all__ = ["CONNECT_FAILURES", "WatchedTransport", "EngineDown", "guarded"]
 

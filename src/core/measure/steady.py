@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import anyio
 import httpx
 
-from infermatrix.core.prometheus import scan_values
-from infermatrix.core.traits import Gauges, MetricNames
+from infermatrix.core.engine.prometheus import scan_values
+from infermatrix.core.engine.traits import Gauges, MetricNames
 
 __all__ = ["EngineGauges", "Gauges", "SteadyState", "parse_gauges", "METRICS_NOT_FOUND"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from infermatrix.core.traits import TokenizeAPI
+from infermatrix.core.engine.traits import TokenizeAPI
 
 __all__ = ["ServerTokenizer", "UsageTokenizer", "pick_tokenizer"]
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 import anyio
 
-from infermatrix.core.hardware import NVIDIA_SMI, parse_number, parse_smi_csv
+from infermatrix.core.engine.hardware import NVIDIA_SMI, parse_number, parse_smi_csv
 
 __all__ = ["GpuSample", "GpuSampler", "SAMPLE_FIELDS"]
 

@@ -1,0 +1,1 @@
+"""Measuring one cell: the streaming client, steady state, reconciliation, window metrics, histograms."""

@@ -1,0 +1,1 @@
+"""Running a matrix: the runner, planning, per-cell accounting and progress."""
