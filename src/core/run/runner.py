@@ -245,13 +245,17 @@ async def _open_run(
         new = True
     workdir = store.run_dir(run_id)
     engine: Engine | None = build_engine(pm, cfg.engine, workdir)
-    if engine is None:
+    try:
+        if engine is None:
+            raise ConfigError(f"engine.kind: no plugin launches engine kind {cfg.engine.kind!r}")
+        engine.preflight()  # e.g. a launch executable that does not exist: one line, before the run exists
+    except ConfigError:
         if new:
             try:
                 workdir.rmdir()
             except OSError:
                 pass
-        raise ConfigError(f"engine.kind: no plugin launches engine kind {cfg.engine.kind!r}")
+        raise
     if new:
         store.create_run(
             {
