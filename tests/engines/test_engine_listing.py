@@ -22,3 +22,21 @@ def test_plugins_command_lists_every_engine():
     assert proc.returncode == 0, proc.stderr
     engines = {ln.split("│")[3].strip() for ln in proc.stdout.splitlines() if ln.count("│") >= 4}
     assert ENGINES <= engines, proc.stdout
+
+
+def test_engine_plugins_import_only_the_public_api():
+    """What a third-party plugin can do, these do: infermatrix.plugin and their own package, nothing else."""
+    import ast
+    from pathlib import Path
+
+    src = Path(__file__).parents[2] / "src" / "plugins"
+    files = [src / "openai_engine.py", *(p for name in ("vllm", "sglang", "trtllm", "lmdeploy") for p in (src / name).glob("*.py"))]
+    bad = []
+    for path in files:
+        own = f"infermatrix.plugins.{path.parent.name}" if path.parent != src else None
+        for node in ast.walk(ast.parse(path.read_text())):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else ([node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for mod in mods:
+                if mod.startswith("infermatrix") and mod != "infermatrix.plugin" and not (own and (mod == own or mod.startswith(own + "."))):
+                    bad.append(f"{path.relative_to(src)}: {mod}")
+    assert len(files) > 10 and not bad, bad
