@@ -12,6 +12,7 @@ import pytest
 from enginehelp import engine_for
 
 from infermatrix.core.config import ConfigError, load_config, validate_config
+from infermatrix.core.engine.contract import EngineError
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.redact import REDACTED
 from imxtest import ROOT
@@ -58,9 +59,11 @@ def test_trtllm_command_and_options_file(tmp_path):
         "trtllm-serve", "Qwen/Q", "--host", "127.0.0.1", "--port", "8001", "--backend", "pytorch", "--tp_size", "2",
         "--max_batch_size", "32", "--max_seq_len", "4096", "--kv_cache_free_gpu_memory_fraction", "0.9", "--config", options,
     ]  # fmt: skip
-    # start() writes the options file before launching (here it launches a program that is not there).
-    with pytest.raises(Exception, match="trtllm-serve"):
-        anyio.run(engine.start)
+    # start() writes the options file before launching (here the program is not there: a one-line EngineError).
+    missing = engine_for(tmp_path, kind="trtllm", model_source="Qwen/Q", executable=str(tmp_path / "no" / "trtllm-serve"),
+                         llm_api_options={"kv_cache_config": {"enable_block_reuse": False}, "return_perf_metrics": True})
+    with pytest.raises(EngineError, match="cannot start trtllm: .*trtllm-serve' does not exist"):
+        anyio.run(missing.start)
     written = json.loads((tmp_path / "trtllm-config.yaml").read_text())
     assert written == {"enable_iter_perf_stats": True, "return_perf_metrics": True, "kv_cache_config": {"enable_block_reuse": False}}
 
