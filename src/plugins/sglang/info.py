@@ -13,14 +13,13 @@ from typing import Any
 
 from infermatrix.plugin import Capacity, Gauges, metric_samples, metric_value
 
-__all__ = ["sglang_capacity", "sglang_gauges", "describe_server_info", "RUNNING", "WAITING", "TOKEN_USAGE", "GENERATED", "PROMPT", "CACHE_HIT"]
+__all__ = ["sglang_capacity", "sglang_gauges", "describe_server_info", "RUNNING", "WAITING", "TOKEN_USAGE", "GENERATED", "PROMPT"]
 
 RUNNING = "sglang:num_running_reqs"
 WAITING = "sglang:num_queue_reqs"
 TOKEN_USAGE = "sglang:token_usage"
 GENERATED = "sglang:generation_tokens_total"
 PROMPT = "sglang:prompt_tokens_total"
-CACHE_HIT = "sglang:cache_hit_rate"
 
 # Server arguments worth keeping with the run (never the whole answer: it carries api_key).
 _DESCRIBED = (
