@@ -184,7 +184,9 @@ class Engine(abc.ABC):
 
     async def describe(self, client: httpx.AsyncClient) -> EngineInfo:
         """Model, ``max_model_len`` and version, asked of the server."""
-        models = (await client.get(f"{self.base_url}/v1/models", headers=self.headers, timeout=10)).json()
+        answer = await client.get(f"{self.base_url}/v1/models", headers=self.headers, timeout=10)
+        answer.raise_for_status()  # an error answer is not a list of models: the caller retries or reports it
+        models = answer.json()
         entries: list[dict[str, Any]] = models.get("data") or []
         wanted = self.config.model
         entry = next((m for m in entries if m.get("id") == wanted), entries[0] if entries else {})
