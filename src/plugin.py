@@ -23,7 +23,7 @@ from infermatrix.core.config import ConfigError, EngineConfig, LoopConfig, Matri
 from infermatrix.core.engine.contract import AttachEngine, Engine, EngineError, LaunchedEngine, connect_host
 from infermatrix.core.engine.hardware import detect_hardware
 from infermatrix.core.hookspecs import hookimpl
-from infermatrix.core.engine.prometheus import info_labels, metric_value, scan_values
+from infermatrix.core.engine.prometheus import all_info_labels, info_labels, metric_value, scan_values
 from infermatrix.core.redact import redact_argv
 from infermatrix.core.engine.traits import (
     IGNORE_EOS_FIELDS,
@@ -70,4 +70,5 @@ __all__ = [
     "metric_value",
     "scan_values",
     "info_labels",
+    "all_info_labels",
 ]
