@@ -41,6 +41,7 @@ def test_preflight_names_the_program(tmp_path: Path):
     attached.preflight()  # attaching launches nothing: nothing to check
 
 
+@pytest.mark.slow  # Popen is tried for real (and fails): the fast loop starts no process
 def test_start_without_program_is_an_engine_error(tmp_path: Path):
     """If the program vanishes after preflight (or before a restart), start() fails in one line."""
     engine = _Engine(_Cfg(), tmp_path)
