@@ -9,15 +9,18 @@ from typing import Any, Callable
 
 import anyio
 import httpx
+import orjson
 import pluggy
 
 from infermatrix.core.measure import histograms
 from infermatrix.core.measure.client import endpoint_path, request_body, stream_request
 from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
-from infermatrix.core.measure.reconcile import RECONCILE_LIMIT, disagreement, recount_chunks, tokenizer_total
+from infermatrix.core.measure.admission import EngineSample, judge_admission
+from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
 from infermatrix.core.measure.selfcheck import ClientMonitor
 from infermatrix.core.measure.steady import EngineGauges
+from infermatrix.core.run.warmup import PrefillRates, warm_prompts
 from infermatrix.core.engine.traits import EngineTraits
 from infermatrix.core.types import CellResult, Prompt, RequestRecord
 
@@ -25,6 +28,12 @@ __all__ = ["CellRunner", "MAX_CONSECUTIVE_FAILURES"]
 
 # A stream that fails this many times in a row stops; the cell is then an error, not a hang.
 MAX_CONSECUTIVE_FAILURES = 3
+# How often the engine's gauges are read inside the window (running / waiting: what it really ran).
+ENGINE_POLL_S = 0.25
+# After the window: how long requests sent inside it may take to get their first token — this many times
+# the longest TTFT the cell has seen, at least TTFT_WAIT_MIN_S, at most ramp_timeout_s.
+TTFT_WAIT_FACTOR = 2.0
+TTFT_WAIT_MIN_S = 2.0
 
 
 @dataclass
@@ -43,6 +52,7 @@ class CellRunner:
     tokenizer: Any = None  # counts generated text (``count_output``) for recounts and reconciliation
     id_prefix: str = "imx"  # X-Request-Id = {id_prefix}-{context}-{n}-s{stream}-r{seq}: joins our records to the server's
     traits: EngineTraits = field(default_factory=EngineTraits)  # what the engine offers beyond the OpenAI API
+    prefill_rates: PrefillRates = field(default_factory=PrefillRates)  # measured prefill rates: size warm-ups
 
     def __post_init__(self) -> None:
         self.gauges = EngineGauges(self.client, self.base_url, self.headers, self.traits.metrics)
@@ -52,7 +62,9 @@ class CellRunner:
         return self.base_url + endpoint_path(self.matrix.api)
 
     def _body(self, prompt: Prompt, max_tokens: int) -> dict[str, Any]:
-        return request_body(self.matrix.api, self.model, prompt.text, max_tokens, ignore_eos=self.matrix.ignore_eos, traits=self.traits)
+        body = request_body(self.matrix.api, self.model, prompt.text, max_tokens, ignore_eos=self.matrix.ignore_eos, traits=self.traits)
+        body["temperature"] = self.matrix.temperature  # a recorded [matrix] field (0: greedy)
+        return body
 
     def _phase(self, name: str, deadline: float | None = None) -> None:
         if self.on_phase is not None:
@@ -64,29 +76,32 @@ class CellRunner:
     def _headers(self, request_id: str) -> dict[str, str]:
         return {**self.headers, "X-Request-Id": request_id}
 
-    async def one_shot(self, prompt: Prompt, max_tokens: int = 1, stream_index: int = 0, kind: str = "prefill") -> RequestRecord:
-        """A single streamed request (prefill probes, warm-up)."""
+    async def one_shot(
+        self, prompt: Prompt, max_tokens: int = 1, stream_index: int = 0, kind: str = "prefill", *,
+        read_timeout_s: float | None = None, seq: int | None = None,
+    ) -> RequestRecord:
+        """A single streamed request (prefill probes, warm-up); its body encoded before the clock starts."""
         record = RequestRecord(stream_index=stream_index, seq=0, sent=time.monotonic())
-        rid = self.request_id(kind, prompt.tokens, 1, stream_index, time.monotonic_ns())
-        return await stream_request(self.client, self.url, self._body(prompt, max_tokens), record, headers=self._headers(rid))
+        rid = self.request_id(kind, prompt.tokens, 1, stream_index, time.monotonic_ns() if seq is None else seq)
+        timeout = None
+        if read_timeout_s is not None:
+            t = self.client.timeout
+            timeout = httpx.Timeout(connect=t.connect, read=read_timeout_s, write=t.write, pool=t.pool)
+        body = orjson.dumps(self._body(prompt, max_tokens))
+        return await stream_request(self.client, self.url, body, record, headers=self._headers(rid), timeout=timeout)
 
-    async def warm(self, prompts: list[Prompt]) -> list[RequestRecord]:
-        """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it."""
+    async def warm(self, context: int, prompts: list[Prompt]) -> list[RequestRecord]:
+        """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it (core/run/warmup.py)."""
         self._phase("warm-up")
-        done: list[RequestRecord] = []
-
-        async def one(i: int, p: Prompt) -> None:
-            done.append(await self.one_shot(p, 1, i, kind="warm"))
-
-        async with anyio.create_task_group() as tg:
-            for i, p in enumerate(prompts):
-                tg.start_soon(one, i, p)
+        done, plan = await warm_prompts(self, context, prompts, self.on_phase)
+        self.last_warm_plan = {"concurrency": plan.concurrency, "timeout_s": round(plan.timeout_s, 1)}
         return done
 
     async def measure(self, context_tokens: int, prompts: list[Prompt]) -> CellResult:
         n = len(prompts)
         started_at = time.time()
-        warm_records = await self.warm(prompts) if self.matrix.warmup else []
+        self.last_warm_plan = None
+        warm_records = await self.warm(context_tokens, prompts) if self.matrix.warmup else []
         self.last_warm = warm_records  # the runner counts failed warm-ups in the cell's accounting
         warm_failures = [r for r in warm_records if r.outcome != "ok"]
         if warm_failures and len(warm_failures) == len(warm_records):
@@ -96,16 +111,18 @@ class CellRunner:
         self.live_records = records  # the runner keeps these when the cell is cut short (signal, engine down)
         by_stream: list[list[RequestRecord]] = [[] for _ in range(n)]
         dead: set[int] = set()
+        closing = False  # the window has closed: no stream starts another request
+        bodies = [orjson.dumps(self._body(p, self.matrix.max_output)) for p in prompts]  # encoded once per prompt
 
         async def worker(i: int) -> None:
             failures = 0
             seq = 0
-            while True:
+            while not closing:
                 rec = RequestRecord(stream_index=i, seq=seq, sent=time.monotonic())
                 records.append(rec)
                 by_stream[i].append(rec)
                 await stream_request(
-                    self.client, self.url, self._body(prompts[i], self.matrix.max_output), rec,
+                    self.client, self.url, bodies[i], rec,
                     headers=self._headers(self.request_id("decode", context_tokens, n, i, seq)), on_tokens=self.on_tokens,
                 )
                 seq += 1
@@ -124,16 +141,17 @@ class CellRunner:
         ramp_ok = True
         before = await self.gauges.read()
         monitor = ClientMonitor()
-        engine_running: list[float] = []
+        samples: list[EngineSample] = []
         steady = None
 
         async def watch_engine() -> None:
-            while True:  # the engine's running count through the window, for achieved concurrency
+            while True:  # the engine's running / waiting counts through the window: what it really ran
                 g = await self.gauges.read()
-                if g is None or g.running is None:
+                if g is None and self.gauges.state == "absent":
                     return
-                engine_running.append(g.running)
-                await anyio.sleep(0.25)
+                if g is not None and g.running is not None:
+                    samples.append(EngineSample(time.monotonic(), g.running, g.waiting))
+                await anyio.sleep(ENGINE_POLL_S)
 
         async with anyio.create_task_group() as tg:
             for i in range(n):
@@ -158,24 +176,25 @@ class CellRunner:
                     await anyio.sleep(self.matrix.duration_s)
                     watchers.cancel_scope.cancel()
             window_end = time.monotonic()
+            closing = True
+            if ramp_ok:
+                await self._await_first_tokens(records, window_end)
             tg.cancel_scope.cancel()  # close every open stream: the server aborts them
 
         count = getattr(self.tokenizer, "count_output", None)
         # Tokenizer fallback first, so the numbers below are computed once, from the corrected counts.
         recounted = await recount_chunks(records, count, window_start, window_end) if count is not None else 0
         result = self._result(context_tokens, n, started_at, records, window_start, window_end, ramp_ok, dead)
-        await self._reconcile(result, records, before, recounted, count)
+        after = await self.gauges.read()
+        result.flags["tokens"] = await reconcile_tokens(n, records, before, after, recounted, count)
         result.flags["steady_state"] = None if steady is None else {
             "reached": steady.reached, "engine_max_running": steady.achieved, "waited_s": round(steady.waited_s, 3),
             "engine_metrics": steady.metrics,
         }  # fmt: skip
         result.flags["engine_gauges"] = {"state": self.gauges.state, "failed_reads": self.gauges.failures}
-        if engine_running:
-            result.flags["engine_running_mean"] = sum(engine_running) / len(engine_running)
-            result.flags["achieved_concurrency"] = max(engine_running)
-        if steady is not None and not steady.reached:
-            result.flags["admission_limited"] = True
-            result.flags["achieved_concurrency"] = steady.achieved
+        if self.last_warm_plan is not None:
+            result.flags["warmup_plan"] = self.last_warm_plan
+        self._judge_admission(result, steady, samples, before, after)
         if self.matrix.check_client and ramp_ok:
             load = monitor.result()
             result.flags["client"] = load.as_dict()
@@ -183,31 +202,39 @@ class CellRunner:
                 result.status, result.reason = "client_bound", "; ".join(load.why)
         return result
 
-    async def _reconcile(
-        self, result: CellResult, records: list[RequestRecord], before: Any, recounted: int, count: Any
-    ) -> None:
-        """Usage deltas vs the tokenizer's count (``count``, or None) vs the engine's generation counter."""
-        usage = sum(r.output_tokens for r in records if r.token_source == "usage")
-        all_usage = all(r.token_source == "usage" for r in records if r.events)
-        after = await self.gauges.read()
-        sources: dict[str, float | None] = {
-            "usage": usage if all_usage and records else None,
-            "tokenizer": await tokenizer_total(records, count) if count is not None and records else None,
-            "engine": None,
-        }
-        in_flight = 0
-        if before is not None and after is not None and before.generation_tokens is not None and after.generation_tokens is not None:
-            sources["engine"] = after.generation_tokens - before.generation_tokens
-            # The engine also counted what it generated for the streams closed at the window's end but never
-            # delivered: at most one chunk per stream. Allow that much before calling the sources apart.
-            in_flight = result.concurrency * max((n for r in records for _, n in r.events), default=1)
-        client = sources["usage"] if sources["usage"] is not None else sources["tokenizer"]
-        compared = dict(sources)
-        if compared["engine"] is not None and client is not None and client <= compared["engine"] <= client + in_flight:
-            compared["engine"] = client
-        gap = disagreement(compared)
-        result.flags["tokens"] = {**sources, "engine_in_flight_allowance": in_flight, "disagreement": gap,
-                                  "agree": gap is None or gap <= RECONCILE_LIMIT, "recounted_requests": recounted}  # fmt: skip
+    async def _await_first_tokens(self, records: list[RequestRecord], window_end: float) -> None:
+        """Requests sent before the window closed still get their first token (bounded), so a restart whose
+        first token lands after the window is measured, not dropped (docs/metrics.md, ``ttft_ms``)."""
+        seen = [r.first_token - r.sent for r in records if r.first_token is not None]
+        bound = min(self.matrix.ramp_timeout_s, max(TTFT_WAIT_MIN_S, TTFT_WAIT_FACTOR * max(seen, default=0.0)))
+
+        def pending() -> bool:
+            return any(r.first_token is None and r.ended is None and r.sent <= window_end for r in records)
+
+        with anyio.move_on_after(bound):
+            while pending():
+                await anyio.sleep(0.002)
+
+    def _judge_admission(self, result: CellResult, steady: Any, samples: list[EngineSample], before: Any, after: Any) -> None:
+        """Whether the engine ran N (core/measure/admission.py); ``avg_active`` is the engine's count when it has one."""
+        n = result.concurrency
+        verdict = judge_admission(
+            n, self.gauges.state == "found", steady.achieved if steady is not None else None, samples,
+            getattr(before, "preemptions", None), getattr(after, "preemptions", None),
+        )  # fmt: skip
+        result.flags["admission"] = verdict.flags
+        result.flags["client_active"] = result.avg_active
+        result.flags["avg_active_source"] = "client"
+        if verdict.running_mean is not None and result.measured_s:
+            result.avg_active = verdict.running_mean
+            result.flags["avg_active_source"] = "engine"
+        if verdict.checked:
+            result.flags["achieved_concurrency"] = verdict.ran_at_most
+            result.flags["engine_running_mean"] = verdict.running_mean
+        if verdict.limited:
+            result.flags["admission_limited"] = True
+            if result.status in ("valid", "client_bound"):  # the engine's shortfall outranks the client's pace
+                result.status, result.reason = "admission_limited", verdict.reason
 
     def _failed(self, ctx: int, n: int, started_at: float, failed: list[RequestRecord], why: str) -> CellResult:
         kinds = Counter(r.outcome for r in failed)
@@ -225,7 +252,7 @@ class CellRunner:
         self._phase("verdict")
         looped = 0
         for r in records:
-            if r.text:
+            if r.text or r.output_tokens:  # an empty or invisible output with many tokens is judged too
                 findings = [f for f in self.pm.hook.detect_loop(text=r.text, output_tokens=r.output_tokens, config=self.loops) if f]
                 if findings:
                     r.loop = findings[0]
@@ -239,6 +266,7 @@ class CellRunner:
             "failed_requests": len(failed),
             "looped_requests": looped,
             "outcomes": dict(Counter(r.outcome for r in records)),
+            "ttft_without_first_token": stats.ttft_missing,
         }
         if looped:
             status, reason = "looped", f"{looped} of {len(records)} requests repeated themselves"
@@ -265,6 +293,8 @@ class CellRunner:
             tbt_ms=stats.tbt_ms, avg_active=stats.avg_active, completed=stats.completed,
             output_tokens=stats.output_tokens, measured_s=stats.measured_s,
             window_start=ws, window_end=we,
+            ttft_burst_ms=stats.ttft_burst.median_ms, ttft_burst_n=stats.ttft_burst.count,
+            ttft_restart_ms=stats.ttft_restart.median_ms, ttft_restart_n=stats.ttft_restart.count,
             token_source="chunks" if "chunks" in sources else ("tokenizer" if "tokenizer" in sources else "usage"),
             prompt_tokens=median_or_none([r.prompt_tokens for r in records if r.prompt_tokens is not None]),
             started_at=started_at, finished_at=time.time(), histograms=hist, flags=flags, requests=records,

@@ -76,24 +76,36 @@ def classify_error(exc: BaseException) -> str:
 async def stream_request(
     client: httpx.AsyncClient,
     url: str,
-    body: dict[str, Any],
+    body: dict[str, Any] | bytes,
     record: RequestRecord,
     *,
     headers: dict[str, str] | None = None,
     on_tokens: Callable[[int], None] | None = None,
     keep_text: bool = True,
+    timeout: httpx.Timeout | None = None,
 ) -> RequestRecord:
-    """Send ``body`` to ``url``, stream the answer into ``record``; never raises for server faults.
+    """Send ``body`` (a dict, or JSON already encoded) to ``url``, stream the answer into ``record``;
+    never raises for server faults. ``record.sent`` is when the request's last byte was written
+    (docs/metrics.md): encoding, the connection pool and connecting happen before it.
 
     Cancellation (the window closing) marks the request ``cancelled`` and re-raises.
     """
-    record.sent = time.monotonic()
+    record.sent = time.monotonic()  # until the body is written; kept if the request never gets that far
+
+    async def trace(event: str, info: Any) -> None:
+        if event.endswith("send_request_body.complete"):
+            record.sent = time.monotonic()
+
+    payload: dict[str, Any] = {"content": body} if isinstance(body, bytes) else {"json": body}
+    if isinstance(body, bytes):
+        headers = {**(headers or {}), "Content-Type": "application/json"}
+    extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
     prev_cum = 0
     saw_done = False
     parts: list[str] = []
     chars = 0
     try:
-        async with client.stream("POST", url, json=body, headers=headers) as resp:
+        async with client.stream("POST", url, headers=headers, extensions={"trace": trace}, **payload, **extra) as resp:
             if resp.status_code >= 400:
                 raw = await resp.aread()
                 record.outcome = "http_error"
@@ -124,10 +136,13 @@ async def stream_request(
                 choices = obj.get("choices") or []
                 text = "".join(_chunk_text(c) for c in choices)
                 if cum is not None and choices:
-                    n = cum - prev_cum
-                    prev_cum = cum
+                    n = max(0, cum - prev_cum)
+                    prev_cum = max(prev_cum, cum)
                 elif choices:
                     n = 1 if text else 0
+                    # A chunk without usage on a stream that has it: counted as one token *and* advanced in
+                    # the usage count, so the next usage delta does not count it a second time.
+                    prev_cum += n
                     record.token_source = "chunks"
                 else:  # usage-only closing chunk
                     if cum is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import platform
 import signal
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,8 @@ from infermatrix.core.measure.cell import CellRunner
 from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.contexts import format_context
 from infermatrix.core.engine.contract import Engine, EngineError, probe_reachable
-from infermatrix.core.run.planning import over_capacity_reason, prefill_target
+from infermatrix.core.run.planning import over_capacity_reason
+from infermatrix.core.run.prefill import probe_prefill, round_trip_ms
 from infermatrix.core.run.progress import RunProgress
 from infermatrix.core.redact import redact_text
 from infermatrix.core.registry import build_engine
@@ -246,13 +248,17 @@ async def _open_run(
         new = True
     workdir = store.run_dir(run_id)
     engine: Engine | None = build_engine(pm, cfg.engine, workdir)
-    if engine is None:
+    try:
+        if engine is None:
+            raise ConfigError(f"engine.kind: no plugin launches engine kind {cfg.engine.kind!r}")
+        engine.preflight()  # e.g. a launch executable that does not exist: one line, before the run exists
+    except ConfigError:
         if new:
             try:
                 workdir.rmdir()
             except OSError:
                 pass
-        raise ConfigError(f"engine.kind: no plugin launches engine kind {cfg.engine.kind!r}")
+        raise
     if new:
         store.create_run(
             {
@@ -349,6 +355,7 @@ async def _run_matrix(
             )
 
     todo_prefill, todo_cells = todo
+    rtts: list[float] = []  # round trips of an empty request: the client's share of every TTFT
     with RunProgress(console, len(todo_prefill) + len(todo_cells)) as progress:
         phase = Phase(progress.on_phase)  # the phase a step fails in is named in its reason
         runner.on_tokens, runner.on_phase = progress.on_tokens, phase
@@ -358,7 +365,7 @@ async def _run_matrix(
             await ensure_up()
             recover = None
             try:
-                result = await guarded(engine, client, transport, functools.partial(_prefill, runner, workload, ctx, max_model_len, run_id, phase))
+                result = await guarded(engine, client, transport, functools.partial(_prefill, runner, workload, ctx, max_model_len, run_id, phase, rtts))
             except EngineDown as down:
                 reason, _ = await went_down(down.why)
                 result = PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None, status="error", reason=reason)
@@ -379,6 +386,7 @@ async def _run_matrix(
                 console.print(f"  {await engine.recover(client)}", highlight=False)
             else:
                 judge(result)
+        await guarded(engine, client, transport, functools.partial(_client_overhead, store, run_id, runner, rtts))
         for ctx, n in todo_cells:
             label = progress.cell_label(ctx, n)
             progress.cell(label)
@@ -448,14 +456,17 @@ def _record_gauges(store: Store, run_id: str, runner: CellRunner, traits: Any, s
     return state
 
 
-async def _prefill(runner: CellRunner, workload: Any, ctx: int, max_model_len: int | None, run_id: str, phase: Phase) -> PrefillResult:
-    target, note = prefill_target(ctx, max_model_len)
-    phase("prompts")
-    # A never-seen prefix (run id + nonce), so nothing of it is in the prefix cache: a cold request.
-    prompt = await workload.prompt(target, f"{run_id}/prefill/{ctx}/{time.time_ns()}", distinct=True)
-    phase("prefill")
-    rec = await runner.one_shot(prompt, 1)
-    if rec.outcome != "ok" or rec.ttft_s is None:
-        return PrefillResult(context_tokens=ctx, prompt_tokens=rec.prompt_tokens, ttft_ms=None, prompt_tps=None, status="error", reason=rec.error or "no first token")
-    tokens = rec.prompt_tokens if rec.prompt_tokens is not None else prompt.tokens
-    return PrefillResult(context_tokens=ctx, prompt_tokens=tokens, ttft_ms=rec.ttft_s * 1000, prompt_tps=tokens / rec.ttft_s, status="valid", reason=note)
+async def _prefill(runner: CellRunner, workload: Any, ctx: int, max_model_len: int | None, run_id: str, phase: Phase,
+                   rtts: list[float]) -> PrefillResult:  # fmt: skip
+    return await probe_prefill(runner, workload, ctx, max_model_len, run_id, rtts, phase)
+
+
+async def _client_overhead(store: Store, run_id: str, runner: CellRunner, rtts: list[float], tries: int = 5) -> None:
+    """The run's ``client_overhead_ms``: the median round trip of an empty request (core/run/prefill.py)."""
+    while len(rtts) < tries:
+        rtt = await round_trip_ms(runner.client, runner.base_url, runner.headers)
+        if rtt is None:
+            break
+        rtts.append(rtt)
+    if rtts:
+        store.update_run(run_id, client_overhead_ms=round(statistics.median(rtts), 3))

@@ -177,6 +177,8 @@ def create_app(profile: SimProfile) -> Starlette:
         if shapes.chat:
             yield shapes.role_chunk(0 if cont else None)
         cum = 0
+        chunks = 0
+        gap = profile.usage_gap_every
         while True:
             buf: list[bytes] = []
             finished = False
@@ -187,7 +189,9 @@ def create_app(profile: SimProfile) -> Starlette:
                     return
                 r, r_text, c, c_text, finish = item
                 cum += r + c
-                buf.append(shapes.text_chunk(r_text, c_text, finish, cum if cont else None))
+                chunks += 1
+                skip = gap and chunks % gap == 0 and finish is None  # a chunk without usage (usage_gap_every)
+                buf.append(shapes.text_chunk(r_text, c_text, finish, cum if cont and not skip else None))
                 if finish is not None:
                     finished = True
             if finished:
