@@ -415,7 +415,8 @@ async def _run_matrix(
                     result = partial_cell(ctx, n, "error", reason, started_at, runner, flags)
                     recover = True
                 except StepFailed as exc:  # the engine answers, but a step outside the requests failed (a tokenize, a metrics read)
-                    result = partial_cell(ctx, n, "error", f"failed in {phase.now}: {exc.why}", started_at, runner, {"failed_phase": phase.now})
+                    result = partial_cell(ctx, n, "error", f"failed in {phase.now}: {exc.why}", started_at, runner,
+                                         {"failed_phase": phase.now, "engine_log_tail": engine.redact(engine.log_tail(20))})  # fmt: skip
                 except anyio.get_cancelled_exc_class():
                     with anyio.CancelScope(shield=True):
                         partial = partial_cell(ctx, n, "interrupted", "run interrupted during this cell (resume runs it again)", started_at, runner, {})
