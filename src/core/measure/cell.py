@@ -252,8 +252,9 @@ class CellRunner:
         self._phase("verdict")
         looped = 0
         for r in records:
-            if r.text or r.output_tokens:  # an empty or invisible output with many tokens is judged too
-                findings = [f for f in self.pm.hook.detect_loop(text=r.text, output_tokens=r.output_tokens, config=self.loops) if f]
+            tokens = max(r.output_tokens, r.final_usage_tokens or 0)  # the server's count where it gave one
+            if r.text or tokens:  # an empty or invisible output with many tokens is judged too
+                findings = [f for f in self.pm.hook.detect_loop(text=r.text, output_tokens=tokens, config=self.loops) if f]
                 if findings:
                     r.loop = findings[0]
                     looped += 1
