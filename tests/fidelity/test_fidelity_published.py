@@ -110,3 +110,33 @@ def test_ttft_populations_and_restarts_waited_for(published):
         assert restart_n == sent_in_window, (n, restart_n, sent_in_window)
     # At one stream, 1,024 tokens at ~2.2 tokens per ~6.4 ms step take ~3 s: a 4 s window holds restarts.
     assert con.execute("SELECT ttft_restart_n FROM cells WHERE concurrency = 1").fetchone()[0] >= 1
+
+
+def test_chunks_without_usage_on_a_usage_stream_are_never_counted_twice(sim_factory, tmp_path):
+    """Every third chunk carries no usage: it counts as one token, and the next usage delta does not count it
+    again — without a tokenizer to fix it afterwards (1–3 tokens per chunk, so one is not always right, but the
+    stream's total is the server's exactly)."""
+    import anyio
+    import httpx
+    import orjson
+
+    from infermatrix.core.measure.client import stream_request
+    from infermatrix.core.types import RequestRecord
+
+    server = sim_factory(str(write_profile(tmp_path / "g.toml", spec_tokens=2, acceptance=0.6, usage_gap_every=3)))
+
+    async def one() -> RequestRecord:
+        rec = RequestRecord(stream_index=0, seq=0, sent=0.0)
+        body = {"model": "sim-tiny", "prompt": "Tell me a story.", "max_tokens": 300, "stream": True, "ignore_eos": True,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+        async with httpx.AsyncClient(timeout=30) as client:
+            model = (await client.get(server.base_url + "/v1/models")).json()["data"][0]["id"]
+            body["model"] = model
+            return await stream_request(client, server.base_url + "/v1/completions", orjson.dumps(body), rec,
+                                        headers={"X-Request-Id": "gap-1"})  # fmt: skip
+
+    rec = anyio.run(one)
+    (truth,) = [r for r in server.truth()["requests"] if r["request_id"] == "gap-1"]
+    assert rec.outcome == "ok" and rec.token_source == "chunks"  # some chunks had no usage
+    assert rec.output_tokens == truth["output_tokens"] == 300
+    assert len(rec.events) == len(truth["emissions"])
