@@ -116,7 +116,7 @@ def window_stats(records: list[RequestRecord], start: float, end: float) -> Wind
     ]
     active_s = 0.0
     for r in records:
-        lo = max(r.sent, start)
+        lo = max(r.opened if r.opened is not None else r.sent, start)  # in flight from the client's first step
         hi = min(r.ended if r.ended is not None else end, end)
         if hi > lo:
             active_s += hi - lo
