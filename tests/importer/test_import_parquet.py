@@ -144,6 +144,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=120, env={**os.environ, "COLUMNS": "200"})
 
 
+@pytest.mark.slow  # starts a process
 def test_cli_export_and_import(source, tmp_path):
     src, ids = source
     path = src.path

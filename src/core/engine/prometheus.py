@@ -9,8 +9,7 @@ from typing import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = [
-    "all_info_labels","metric_value", "scan_values", "info_labels"]
+__all__ = ["all_info_labels", "metric_value", "scan_values", "metric_samples", "info_labels"]
 
 
 def metric_value(text: str, name: str) -> float | None:
@@ -50,6 +49,20 @@ def scan_values(page: str, names: Iterable[str]) -> dict[str, float | None]:
     lines = [ln for ln in page.splitlines() if ln.startswith(prefixes) and _sample_name(ln) in keep]
     text = "\n".join(lines) + "\n"
     return {n: metric_value(text, n) for n in wanted}
+
+
+def metric_samples(page: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """Every sample of ``name`` (or ``name_total``) with its labels, for an engine whose values must
+    be combined otherwise than summed (one gauge per parallel rank, a ratio to average)."""
+    keep = {name, f"{name}_total"}
+    lines = [ln for ln in page.splitlines() if ln.startswith(name) and _sample_name(ln) in keep]
+    out: list[tuple[dict[str, str], float]] = []
+    try:
+        for family in text_string_to_metric_families("\n".join(lines) + "\n"):
+            out += [(dict(s.labels), s.value) for s in family.samples if s.name in keep]
+    except (ValueError, TypeError):
+        return []
+    return out
 
 
 def info_labels(text: str | None, family: str) -> dict[str, str]:
