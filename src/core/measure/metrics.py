@@ -55,7 +55,9 @@ def ttft_populations(records: list[RequestRecord], end: float) -> tuple[list[flo
     *Restart*: every later request of a stream sent before the window closed; the cell waits (bounded)
     for their first tokens, so a restart whose first token lands after the window is not dropped.
     """
-    burst, restart, missing = [], [], 0
+    burst: list[float] = []
+    restart: list[float] = []
+    missing = 0
     for r in records:
         if r.sent > end:
             continue
