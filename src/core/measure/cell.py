@@ -94,7 +94,7 @@ class CellRunner:
         """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it (core/run/warmup.py)."""
         self._phase("warm-up")
         done, plan = await warm_prompts(self, context, prompts, self.on_phase)
-        self.last_warm_plan = {"concurrency": plan.concurrency, "timeout_s": round(plan.timeout_s, 1)}
+        self.last_warm_plan: dict[str, float] | None = {"concurrency": plan.concurrency, "timeout_s": round(plan.timeout_s, 1)}
         return done
 
     async def measure(self, context_tokens: int, prompts: list[Prompt]) -> CellResult:
@@ -252,8 +252,9 @@ class CellRunner:
         self._phase("verdict")
         looped = 0
         for r in records:
-            if r.text or r.output_tokens:  # an empty or invisible output with many tokens is judged too
-                findings = [f for f in self.pm.hook.detect_loop(text=r.text, output_tokens=r.output_tokens, config=self.loops) if f]
+            tokens = max(r.output_tokens, r.final_usage_tokens or 0)  # the server's count where it gave one
+            if r.text or tokens:  # an empty or invisible output with many tokens is judged too
+                findings = [f for f in self.pm.hook.detect_loop(text=r.text, output_tokens=tokens, config=self.loops) if f]
                 if findings:
                     r.loop = findings[0]
                     looped += 1

@@ -90,7 +90,7 @@ async def stream_request(
 
     Cancellation (the window closing) marks the request ``cancelled`` and re-raises.
     """
-    record.sent = time.monotonic()  # until the body is written; kept if the request never gets that far
+    record.sent = record.opened = time.monotonic()  # sent: until the body is written (kept if it never is)
 
     async def trace(event: str, info: Any) -> None:
         if event.endswith("send_request_body.complete"):

@@ -324,7 +324,8 @@ async def _run_matrix(
 
     async def prompt_for(ctx: int, stream: int) -> Prompt:
         if (ctx, stream) not in prompts:
-            prompts[(ctx, stream)] = await workload.prompt(ctx, f"decode/{ctx}/s{stream}")
+            # The stream first: the key's first tokens are what keeps the prompts' first KV blocks apart.
+            prompts[(ctx, stream)] = await workload.prompt(ctx, f"s{stream}/decode/{ctx}")
         return prompts[(ctx, stream)]
 
     async def ensure_up() -> None:
