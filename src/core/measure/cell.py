@@ -12,7 +12,7 @@ import httpx
 import pluggy
 
 from infermatrix.core.measure import histograms
-from infermatrix.core.measure.client import endpoint_path, request_body, stream_request
+from infermatrix.core.measure.client import encode_body, endpoint_path, request_body, stream_request
 from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
 from infermatrix.core.measure.reconcile import RECONCILE_LIMIT, disagreement, recount_chunks, tokenizer_total
@@ -51,8 +51,9 @@ class CellRunner:
     def url(self) -> str:
         return self.base_url + endpoint_path(self.matrix.api)
 
-    def _body(self, prompt: Prompt, max_tokens: int) -> dict[str, Any]:
-        return request_body(self.matrix.api, self.model, prompt.text, max_tokens, ignore_eos=self.matrix.ignore_eos, traits=self.traits)
+    def _body(self, prompt: Prompt, max_tokens: int) -> bytes:
+        body = request_body(self.matrix.api, self.model, prompt.text, max_tokens, ignore_eos=self.matrix.ignore_eos, traits=self.traits)
+        return encode_body(body)  # encoded once: a stream sends these bytes on every restart
 
     def _phase(self, name: str, deadline: float | None = None) -> None:
         if self.on_phase is not None:
@@ -100,12 +101,13 @@ class CellRunner:
         async def worker(i: int) -> None:
             failures = 0
             seq = 0
+            body = self._body(prompts[i], self.matrix.max_output)
             while True:
                 rec = RequestRecord(stream_index=i, seq=seq, sent=time.monotonic())
                 records.append(rec)
                 by_stream[i].append(rec)
                 await stream_request(
-                    self.client, self.url, self._body(prompts[i], self.matrix.max_output), rec,
+                    self.client, self.url, body, rec,
                     headers=self._headers(self.request_id("decode", context_tokens, n, i, seq)), on_tokens=self.on_tokens,
                 )
                 seq += 1
