@@ -16,8 +16,9 @@ from infermatrix.core.measure.client import encode_body, endpoint_path, request_
 from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
 from infermatrix.core.measure.reconcile import RECONCILE_LIMIT, disagreement, recount_chunks, tokenizer_total
-from infermatrix.core.measure.selfcheck import ClientMonitor
-from infermatrix.core.measure.steady import EngineGauges
+from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict
+from infermatrix.core.measure.transport import RawClient
+from infermatrix.core.measure.steady import EngineGauges, GaugeSample
 from infermatrix.core.engine.traits import EngineTraits
 from infermatrix.core.types import CellResult, Prompt, RequestRecord
 
@@ -43,9 +44,19 @@ class CellRunner:
     tokenizer: Any = None  # counts generated text (``count_output``) for recounts and reconciliation
     id_prefix: str = "imx"  # X-Request-Id = {id_prefix}-{context}-{n}-s{stream}-r{seq}: joins our records to the server's
     traits: EngineTraits = field(default_factory=EngineTraits)  # what the engine offers beyond the OpenAI API
+    watch: Any = None  # the run's WatchedTransport: the raw transport reports its connect failures there too
 
     def __post_init__(self) -> None:
         self.gauges = EngineGauges(self.client, self.base_url, self.headers, self.traits.metrics)
+        # Streams go through httpx (the default) or the raw asyncio reader (matrix.transport = "raw", docs/performance.md).
+        self.streams: Any = self.client
+        if self.matrix.transport == "raw":
+            self.streams = RawClient(connect_timeout_s=self.matrix.connect_timeout_s, idle_timeout_s=self.matrix.idle_timeout_s, watch=self.watch)
+
+    async def _close_streams(self) -> None:
+        """Close the raw transport's pooled connections (httpx's pool is the run's, closed with it)."""
+        if self.streams is not self.client:
+            await self.streams.aclose()
 
     @property
     def url(self) -> str:
@@ -69,7 +80,11 @@ class CellRunner:
         """A single streamed request (prefill probes, warm-up)."""
         record = RequestRecord(stream_index=stream_index, seq=0, sent=time.monotonic())
         rid = self.request_id(kind, prompt.tokens, 1, stream_index, time.monotonic_ns())
-        return await stream_request(self.client, self.url, self._body(prompt, max_tokens), record, headers=self._headers(rid))
+        try:
+            return await stream_request(self.streams, self.url, self._body(prompt, max_tokens), record, headers=self._headers(rid))
+        finally:
+            if kind == "prefill":
+                await self._close_streams()
 
     async def warm(self, prompts: list[Prompt]) -> list[RequestRecord]:
         """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it."""
@@ -107,7 +122,7 @@ class CellRunner:
                 records.append(rec)
                 by_stream[i].append(rec)
                 await stream_request(
-                    self.client, self.url, body, rec,
+                    self.streams, self.url, body, rec,
                     headers=self._headers(self.request_id("decode", context_tokens, n, i, seq)), on_tokens=self.on_tokens,
                 )
                 seq += 1
@@ -125,42 +140,39 @@ class CellRunner:
 
         ramp_ok = True
         before = await self.gauges.read()
-        monitor = ClientMonitor()
-        engine_running: list[float] = []
+        ramp_monitor, monitor = ClientMonitor(), ClientMonitor()
+        engine_samples: list[GaugeSample] = []
         steady = None
-
-        async def watch_engine() -> None:
-            while True:  # the engine's running count through the window, for achieved concurrency
-                g = await self.gauges.read()
-                if g is None or g.running is None:
-                    return
-                engine_running.append(g.running)
-                await anyio.sleep(0.25)
 
         async with anyio.create_task_group() as tg:
             for i in range(n):
                 tg.start_soon(worker, i)
             self._phase("ramp", time.monotonic() + self.matrix.ramp_timeout_s)
-            with anyio.move_on_after(self.matrix.ramp_timeout_s) as ramp:
-                while not all(started(i) for i in range(n)):
-                    if dead and len(dead) + sum(started(i) for i in range(n)) >= n:
-                        break
-                    await anyio.sleep(0.005)
-            ramp_ok = not ramp.cancelled_caught and not dead
-            if ramp_ok:
-                # Steady state: the engine itself runs all N and queues none (when it reports it).
-                steady = await self.gauges.wait_steady(n, self.matrix.steady_timeout_s)
+            async with anyio.create_task_group() as ramp_watch:
+                if self.matrix.check_client:  # every TTFT at high N is measured in the ramp: the client is watched there too
+                    ramp_watch.start_soon(ramp_monitor.sample)
+                with anyio.move_on_after(self.matrix.ramp_timeout_s) as ramp:
+                    while not all(started(i) for i in range(n)):
+                        if dead and len(dead) + sum(started(i) for i in range(n)) >= n:
+                            break
+                        await anyio.sleep(0.005)
+                ramp_ok = not ramp.cancelled_caught and not dead
+                if ramp_ok:
+                    # Steady state: the engine itself runs all N and queues none (when it reports it).
+                    steady = await self.gauges.wait_steady(n, self.matrix.steady_timeout_s)
+                ramp_watch.cancel_scope.cancel()
             window_start = time.monotonic()
             self._phase("measure", window_start + self.matrix.duration_s)
             if ramp_ok:
                 async with anyio.create_task_group() as watchers:
                     if self.matrix.check_client:
                         watchers.start_soon(monitor.sample)
-                    watchers.start_soon(watch_engine)
+                    watchers.start_soon(self.gauges.watch, engine_samples)  # at most once a second
                     await anyio.sleep(self.matrix.duration_s)
                     watchers.cancel_scope.cancel()
             window_end = time.monotonic()
             tg.cancel_scope.cancel()  # close every open stream: the server aborts them
+        await self._close_streams()
 
         count = getattr(self.tokenizer, "count_output", None)
         # Tokenizer fallback first, so the numbers below are computed once, from the corrected counts.
@@ -172,17 +184,21 @@ class CellRunner:
             "engine_metrics": steady.metrics,
         }  # fmt: skip
         result.flags["engine_gauges"] = {"state": self.gauges.state, "failed_reads": self.gauges.failures}
+        engine_running = [s.gauges.running for s in engine_samples if s.gauges.running is not None]
         if engine_running:
             result.flags["engine_running_mean"] = sum(engine_running) / len(engine_running)
             result.flags["achieved_concurrency"] = max(engine_running)
-        if steady is not None and not steady.reached:
+        if steady is not None and steady.reached is False:
             result.flags["admission_limited"] = True
             result.flags["achieved_concurrency"] = steady.achieved
         if self.matrix.check_client and ramp_ok:
-            load = monitor.result()
-            result.flags["client"] = load.as_dict()
-            if load.bound and result.status == "valid":
-                result.status, result.reason = "client_bound", "; ".join(load.why)
+            verdict = client_verdict(
+                n, records, (window_start, window_end), window_load=monitor.result(), ramp_load=ramp_monitor.result(),
+                engine=engine_samples, ttft_ms=result.ttft_ms, tbt_ms=result.tbt_ms, steady_reached=None if steady is None else steady.reached,
+            )
+            result.flags["client"] = verdict.as_dict()
+            if verdict.bound and result.status == "valid":
+                result.status, result.reason = "client_bound", "; ".join(verdict.why)
         return result
 
     async def _reconcile(

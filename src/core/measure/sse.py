@@ -21,7 +21,7 @@ class SSESplitter:
 
     def __init__(self) -> None:
         self._buf = b""
-        self._crlf = False  # a server that ends lines with \r\n: normalised once seen (rare; vLLM and the sim send \n)
+        self._crlf = False  # a server that ends lines with \r\n: normalised once seen (rare: common engines and the sim send \n)
 
     def feed(self, data: bytes) -> list[bytes]:
         if self._buf:
