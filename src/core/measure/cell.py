@@ -16,7 +16,8 @@ from infermatrix.core.measure.client import encode_body, endpoint_path, request_
 from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
 from infermatrix.core.measure.reconcile import RECONCILE_LIMIT, disagreement, recount_chunks, tokenizer_total
-from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict
+from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, worst
+from infermatrix.core.measure.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
 from infermatrix.core.measure.transport import RawClient
 from infermatrix.core.measure.steady import EngineGauges, GaugeSample
 from infermatrix.core.engine.traits import EngineTraits
@@ -24,8 +25,6 @@ from infermatrix.core.types import CellResult, Prompt, RequestRecord
 
 __all__ = ["CellRunner", "MAX_CONSECUTIVE_FAILURES"]
 
-# A stream that fails this many times in a row stops; the cell is then an error, not a hang.
-MAX_CONSECUTIVE_FAILURES = 3
 
 
 @dataclass
@@ -114,28 +113,26 @@ class CellRunner:
         dead: set[int] = set()
 
         async def worker(i: int) -> None:
-            failures = 0
-            seq = 0
-            body = self._body(prompts[i], self.matrix.max_output)
-            while True:
-                rec = RequestRecord(stream_index=i, seq=seq, sent=time.monotonic())
+            body = self._body(prompts[i], self.matrix.max_output)  # encoded once for every restart of this stream
+
+            async def send(rec: RequestRecord) -> RequestRecord:
+                rid = self.request_id("decode", context_tokens, n, i, rec.seq)
+                return await stream_request(self.streams, self.url, body, rec, headers=self._headers(rid), on_tokens=self.on_tokens)
+
+            def begin(rec: RequestRecord) -> None:
                 records.append(rec)
                 by_stream[i].append(rec)
-                await stream_request(
-                    self.streams, self.url, body, rec,
-                    headers=self._headers(self.request_id("decode", context_tokens, n, i, seq)), on_tokens=self.on_tokens,
-                )
-                seq += 1
-                if rec.outcome == "ok":
-                    failures = 0
-                    continue  # closed loop: restart at once with the same, already cached prompt
-                failures += 1
-                if failures >= MAX_CONSECUTIVE_FAILURES:
-                    dead.add(i)
-                    return
-                await anyio.sleep(0.2)
+
+            if not await run_stream(i, send, begin):
+                dead.add(i)
+
+        # Above matrix.client_workers_above streams the streams run in worker processes (docs/performance.md).
+        k = worker_count(n, self.matrix.client_workers_above, self.matrix.client_workers)
+        pool = WorkerPool(self._worker_spec(context_tokens, prompts), k, records, self.on_tokens) if k else None
 
         def started(i: int) -> bool:
+            if pool is not None:
+                return i in pool.started
             return any(r.first_token is not None for r in by_stream[i])
 
         ramp_ok = True
@@ -145,8 +142,12 @@ class CellRunner:
         steady = None
 
         async with anyio.create_task_group() as tg:
-            for i in range(n):
-                tg.start_soon(worker, i)
+            if pool is not None:
+                dead = pool.dead
+                tg.start_soon(pool.run)
+            else:
+                for i in range(n):
+                    tg.start_soon(worker, i)
             self._phase("ramp", time.monotonic() + self.matrix.ramp_timeout_s)
             async with anyio.create_task_group() as ramp_watch:
                 if self.matrix.check_client:  # every TTFT at high N is measured in the ramp: the client is watched there too
@@ -171,6 +172,8 @@ class CellRunner:
                     await anyio.sleep(self.matrix.duration_s)
                     watchers.cancel_scope.cancel()
             window_end = time.monotonic()
+            if pool is not None:
+                await pool.stop()  # the workers close their streams and hand over the last records
             tg.cancel_scope.cancel()  # close every open stream: the server aborts them
         await self._close_streams()
 
@@ -193,13 +196,21 @@ class CellRunner:
             result.flags["achieved_concurrency"] = steady.achieved
         if self.matrix.check_client and ramp_ok:
             verdict = client_verdict(
-                n, records, (window_start, window_end), window_load=monitor.result(), ramp_load=ramp_monitor.result(),
+                n, records, (window_start, window_end), window_load=worst([monitor.result(), *(pool.loads if pool else [])]),
+                ramp_load=ramp_monitor.result(),
                 engine=engine_samples, ttft_ms=result.ttft_ms, tbt_ms=result.tbt_ms, steady_reached=None if steady is None else steady.reached,
             )
-            result.flags["client"] = verdict.as_dict()
+            result.flags["client"] = {**verdict.as_dict(), "worker_processes": k}
             if verdict.bound and result.status == "valid":
                 result.status, result.reason = "client_bound", "; ".join(verdict.why)
         return result
+
+    def _worker_spec(self, context_tokens: int, prompts: list[Prompt]) -> WorkerSpec:
+        n = len(prompts)
+        template = {i: self.request_id("decode", context_tokens, n, i, 0).replace("{", "{{").replace("}", "}}")[:-1] + "{seq}" for i in range(n)}
+        return WorkerSpec(url=self.url, transport=self.matrix.transport, connect_timeout_s=self.matrix.connect_timeout_s,
+                          idle_timeout_s=self.matrix.idle_timeout_s, streams={i: self._body(p, self.matrix.max_output) for i, p in enumerate(prompts)},
+                          headers={i: self.headers for i in range(n)}, id_template=template)  # fmt: skip
 
     async def _reconcile(
         self, result: CellResult, records: list[RequestRecord], before: Any, recounted: int, count: Any

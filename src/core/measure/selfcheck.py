@@ -28,7 +28,7 @@ import psutil
 from infermatrix.core.measure.steady import GaugeSample
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["ClientMonitor", "ClientLoad", "ClientVerdict", "client_verdict", "RATE_TOLERANCE", "STALL_LIMIT", "TTFT_LAG_SHARE", "ITL_LAG_SHARE", "HELD_SHARE"]
+__all__ = ["ClientMonitor", "ClientLoad", "ClientVerdict", "client_verdict", "worst", "RATE_TOLERANCE", "STALL_LIMIT", "TTFT_LAG_SHARE", "ITL_LAG_SHARE", "HELD_SHARE"]
 
 RATE_TOLERANCE = 0.01  # the client may read at most 1 % fewer window tokens than the engine generated (plus chunks in flight)
 STALL_LIMIT = 0.01  # without an engine counter: the longest stall may cost at most 1 % of the window
@@ -88,6 +88,17 @@ class ClientMonitor:
         cpu = 100.0 * (self.cpu_end - self.cpu_start) / elapsed if elapsed > 0 else None
         return ClientLoad(lag_p50_ms=lags[len(lags) // 2] * 1000, lag_p99_ms=lags[min(len(lags) - 1, int(0.99 * len(lags)))] * 1000,
                           lag_max_ms=lags[-1] * 1000, cpu_pct=cpu, samples=len(lags))  # fmt: skip
+
+
+def worst(loads: list[ClientLoad]) -> ClientLoad:
+    """The worst of several processes' readings (the parent's and its workers'), field by field."""
+
+    def top(vals: list[float | None]) -> float | None:
+        known = [v for v in vals if v is not None]
+        return max(known) if known else None
+
+    return ClientLoad(top([x.lag_p50_ms for x in loads]), top([x.lag_p99_ms for x in loads]), top([x.lag_max_ms for x in loads]),
+                      top([x.cpu_pct for x in loads]), sum(x.samples for x in loads))  # fmt: skip
 
 
 @dataclass
