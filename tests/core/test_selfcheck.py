@@ -52,7 +52,7 @@ def test_reader_that_falls_behind_is_client_bound():
     recs = _records(4, 100.0, 0.0, 8.0)
     v = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=QUIET, engine=_engine(440.0, 0.0, 8.0, 4),
                        ttft_ms=50.0, tbt_ms=10.0, steady_reached=True)  # the engine made 10 % more than was read
-    assert v.bound and "fewer tokens" in v.why[0]
+    assert v.bound and "fewer tokens" in v.why[0] and v.detail["rate_check"]["conclusive"]
     assert {"total_tps", "per_request_tps", "tbt_ms"} <= set(v.doubtful)
 
 
@@ -65,19 +65,45 @@ def test_chunks_in_flight_are_allowed_for():
     assert not v.bound, v.detail
 
 
-def test_without_engine_counter_a_long_stall_is_bound():
-    recs = _records(2, 50.0, 0.0, 4.0)
-    stalled = ClientLoad(lag_p50_ms=1, lag_p99_ms=5, lag_max_ms=100, cpu_pct=50, samples=300)  # 2 × 100 ms = 5 % of 4 s
-    v = client_verdict(2, recs, (0.0, 4.0), window_load=stalled, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0)
-    assert v.bound and "stalled" in v.why[0] and v.detail["rate_check"] is None
-    calm = client_verdict(2, recs, (0.0, 4.0), window_load=QUIET, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0)
-    assert not calm.bound and calm.doubtful == {}
+def test_reading_more_than_the_engine_made_is_bound_too():
+    """A backlog drained into the window (stamps late at its start, not at its end) overcounts."""
+    recs = _records(4, 100.0, 0.0, 8.0)
+    v = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=QUIET, engine=_engine(360.0, 0.0, 8.0, 4),
+                       ttft_ms=50.0, tbt_ms=10.0, steady_reached=True)
+    assert v.bound and "more tokens" in v.why[0]
+
+
+def test_slow_metrics_reads_are_inconclusive():
+    """Reads that took a second each leave the engine's count too uncertain to judge by: the edge lag decides."""
+    recs = _records(4, 100.0, 0.0, 8.0)
+    eng = [GaugeSample(s.t, 1.0, s.gauges) for s in _engine(440.0, 0.0, 8.0, 4)]
+    v = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=None, engine=eng, ttft_ms=None, tbt_ms=None, edge_lag=1.0)
+    assert v.detail["rate_check"]["conclusive"] is False and not v.bound
+
+
+def test_without_engine_counter_late_edges_are_bound():
+    recs = _records(2, 100.0, 0.0, 4.0)
+    busy = ClientLoad(lag_p50_ms=1, lag_p99_ms=5, lag_max_ms=900, cpu_pct=50, samples=300)
+    # a long stall mid-window moves no token across an edge: not bound by itself ...
+    mid = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, edge_lag=2.0)
+    assert not mid.bound and mid.detail["rate_check"] is None
+    # ... 100 ms late at an edge is 2 x 100 ms = 5 % of a 4 s window
+    late = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, edge_lag=100.0)
+    assert late.bound and "edges" in late.why[0]
+
+
+def test_edge_lag_reads_ticks_near_the_edges():
+    from infermatrix.core.measure.selfcheck import edge_lag_ms
+
+    ticks = [(0.1, 0.002), (2.0, 0.9), (3.9, 0.03), (6.0, 0.5)]
+    assert edge_lag_ms(ticks, (0.0, 4.0)) == pytest.approx(30.0)
+    assert edge_lag_ms([], (0.0, 4.0)) is None
 
 
 def test_late_ramp_marks_ttft_only():
-    recs = _records(2, 50.0, 0.0, 4.0)
+    recs = _records(2, 100.0, 0.0, 4.0)
     late_ramp = ClientLoad(lag_p50_ms=5, lag_p99_ms=40, lag_max_ms=60, cpu_pct=90, samples=50)
-    v = client_verdict(2, recs, (0.0, 4.0), window_load=QUIET, ramp_load=late_ramp, engine=_engine(100.0, 0.0, 4.0, 2),
+    v = client_verdict(2, recs, (0.0, 4.0), window_load=QUIET, ramp_load=late_ramp, engine=_engine(200.0, 0.0, 4.0, 2),
                        ttft_ms=200.0, tbt_ms=1000.0, steady_reached=True)
     assert not v.bound and set(v.doubtful) == {"ttft_ms"}
 
@@ -87,7 +113,10 @@ def test_engine_that_did_not_hold_n_is_reported():
     v = client_verdict(8, recs, (0.0, 4.0), window_load=QUIET, ramp_load=None, engine=_engine(800.0, 0.0, 4.0, 6),
                        ttft_ms=None, tbt_ms=None, steady_reached=True)
     assert v.detail["engine_running_mean"] == 6 and v.detail["engine_held_n"] is False
-    assert "6.0 of 8" in v.doubtful["total_tps"] and not v.bound
+    assert "at most 6" in v.doubtful["total_tps"] and not v.bound
+    held = client_verdict(8, recs, (0.0, 4.0), window_load=QUIET, ramp_load=None, engine=_engine(800.0, 0.0, 4.0, 8),
+                          ttft_ms=None, tbt_ms=None, steady_reached=True)
+    assert held.detail["engine_held_n"] is True and "total_tps" not in held.doubtful
 
 
 @pytest.mark.anyio

@@ -16,7 +16,7 @@ from infermatrix.core.measure.client import encode_body, endpoint_path, request_
 from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
 from infermatrix.core.measure.reconcile import RECONCILE_LIMIT, disagreement, recount_chunks, tokenizer_total
-from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, worst
+from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, edge_lag_ms, worst
 from infermatrix.core.measure.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
 from infermatrix.core.measure.transport import RawClient
 from infermatrix.core.measure.steady import EngineGauges, GaugeSample
@@ -199,6 +199,7 @@ class CellRunner:
                 n, records, (window_start, window_end), window_load=worst([monitor.result(), *(pool.loads if pool else [])]),
                 ramp_load=ramp_monitor.result(),
                 engine=engine_samples, ttft_ms=result.ttft_ms, tbt_ms=result.tbt_ms, steady_reached=None if steady is None else steady.reached,
+                edge_lag=edge_lag_ms([*ramp_monitor.ticks, *monitor.ticks, *(pool.ticks if pool else [])], (window_start, window_end)),
             )
             result.flags["client"] = {**verdict.as_dict(), "worker_processes": k}
             if verdict.bound and result.status == "valid":

@@ -118,6 +118,7 @@ class WorkerPool:
         self.started: set[int] = set()
         self.dead: set[int] = set()
         self.loads: list[ClientLoad] = []
+        self.ticks: list[tuple[float, float]] = []  # every worker's loop-lag ticks (for the lag at the window's edges)
         self.procs: list[Process] = []
         self._done = anyio.Event()
         self._finished = 0
@@ -150,7 +151,9 @@ class WorkerPool:
                 elif kind == "tokens" and self.on_tokens is not None:
                     self.on_tokens(value)
                 elif kind == "load":
-                    self.loads.append(value)
+                    load, ticks = value
+                    self.loads.append(load)
+                    self.ticks.extend(ticks)
                 elif kind == "bye":
                     break
         except (anyio.EndOfStream, anyio.BrokenResourceError):
@@ -249,7 +252,7 @@ async def _worker(spec: WorkerSpec) -> None:
                 if msg == "stop":
                     break
             tg.cancel_scope.cancel()
-    send(("load", monitor.result()))
+    send(("load", (monitor.result(), monitor.ticks)))
     send(("bye", None))
     out.flush()
 
