@@ -96,7 +96,10 @@ class MatrixConfig(Strict):
     prompt_mode: Literal["distinct", "shared"] = "distinct"
     seed: int = 0
     warmup: bool = True
+    warmup_concurrency: int | None = Field(None, gt=0, description="warm-up requests in flight; default: ~32K prompt tokens' worth, at most N")
     ignore_eos: bool = True
+    temperature: float = Field(0.0, ge=0, description="sampling temperature of every request; 0 is greedy decoding")
+    prefill_samples: int = Field(3, ge=1, description="cold probes per prefill point (after one throwaway); the point is their median")
     connect_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(120.0, gt=0, description="longest silence inside one stream")
     ramp_timeout_s: float = Field(600.0, gt=0, description="longest wait for every stream's first token")

@@ -16,6 +16,8 @@ from imxtest import SimServer, run_cli
 from profiles import write_profile
 from truthlib import cell_truth, rel_err
 
+pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
+
 MEASURED = {"valid", "client_bound"}
 KV = 14_000  # 8 x (1024 + 512) = 12,288 fits; 8 x (2048 + 512) = 20,480 does not
 SCENARIOS = {

@@ -3,11 +3,14 @@ through the metric names the engine's plugin declares. An engine that declares n
 
 from __future__ import annotations
 
+import pytest
 import json
 
 import duckdb
 from imxtest import run_cli
 from profiles import write_profile
+
+pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
 
 NOT_FOUND = "engine metrics not found: steady state and engine-side token counts not checked"
 

@@ -148,6 +148,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=120, env={**os.environ, "COLUMNS": "200"})
 
 
+@pytest.mark.slow  # starts a process
 def test_cli_import(tmp_path, page_path, page_text):
     db = str(tmp_path / "cli.duckdb")
     first = cli("import", str(page_path), "--db", db, cwd=tmp_path)

@@ -20,6 +20,7 @@ from infermatrix.core.store.store import RUN_TABLES
 
 ORDER = {
     "runs": "run_id", "prefill": "run_id, context_tokens", "cells": "run_id, context_tokens, concurrency",
+    "prefill_samples": "run_id, context_tokens, sample_no",
     "requests": "run_id, context_tokens, concurrency, request_no",
     "histograms": "run_id, context_tokens, concurrency, metric",
     "histogram_percentiles": "run_id, context_tokens, concurrency, metric, percentile",
@@ -143,6 +144,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=120, env={**os.environ, "COLUMNS": "200"})
 
 
+@pytest.mark.slow  # starts a process
 def test_cli_export_and_import(source, tmp_path):
     src, ids = source
     path = src.path

@@ -65,6 +65,7 @@ def loop_copies(period: int) -> int:
     return max(8 if period <= 64 else 4, math.ceil(64 / period))
 
 
+@pytest.mark.slow  # 10,000 texts: a statistical check, not a unit test
 def test_no_false_positive_on_random_text() -> None:
     gen = TextGen(seed=20240601)
     rng = random.Random(7)

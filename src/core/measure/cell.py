@@ -15,16 +15,22 @@ from infermatrix.core.measure import histograms
 from infermatrix.core.measure.client import encode_body, endpoint_path, request_body, stream_request
 from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
-from infermatrix.core.measure.reconcile import RECONCILE_LIMIT, disagreement, recount_chunks, tokenizer_total
+from infermatrix.core.measure.admission import EngineSample, judge_admission
+from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
 from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, edge_lag_ms, worst
-from infermatrix.core.measure.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
-from infermatrix.core.measure.transport import RawClient
 from infermatrix.core.measure.steady import EngineGauges, GaugeSample
+from infermatrix.core.measure.transport import RawClient
+from infermatrix.core.measure.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
+from infermatrix.core.run.warmup import PrefillRates, warm_prompts
 from infermatrix.core.engine.traits import EngineTraits
 from infermatrix.core.types import CellResult, Prompt, RequestRecord
 
 __all__ = ["CellRunner", "MAX_CONSECUTIVE_FAILURES"]
 
+# After the window: how long requests sent inside it may take to get their first token — this many times
+# the longest TTFT the cell has seen, at least TTFT_WAIT_MIN_S, at most ramp_timeout_s.
+TTFT_WAIT_FACTOR = 2.0
+TTFT_WAIT_MIN_S = 2.0
 
 
 @dataclass
@@ -43,6 +49,7 @@ class CellRunner:
     tokenizer: Any = None  # counts generated text (``count_output``) for recounts and reconciliation
     id_prefix: str = "imx"  # X-Request-Id = {id_prefix}-{context}-{n}-s{stream}-r{seq}: joins our records to the server's
     traits: EngineTraits = field(default_factory=EngineTraits)  # what the engine offers beyond the OpenAI API
+    prefill_rates: PrefillRates = field(default_factory=PrefillRates)  # measured prefill rates: size warm-ups
     watch: Any = None  # the run's WatchedTransport: the raw transport reports its connect failures there too
 
     def __post_init__(self) -> None:
@@ -61,9 +68,10 @@ class CellRunner:
     def url(self) -> str:
         return self.base_url + endpoint_path(self.matrix.api)
 
-    def _body(self, prompt: Prompt, max_tokens: int) -> bytes:
+    def _body(self, prompt: Prompt, max_tokens: int) -> dict[str, Any]:
         body = request_body(self.matrix.api, self.model, prompt.text, max_tokens, ignore_eos=self.matrix.ignore_eos, traits=self.traits)
-        return encode_body(body)  # encoded once: a stream sends these bytes on every restart
+        body["temperature"] = self.matrix.temperature  # a recorded [matrix] field (0: greedy)
+        return body
 
     def _phase(self, name: str, deadline: float | None = None) -> None:
         if self.on_phase is not None:
@@ -75,33 +83,36 @@ class CellRunner:
     def _headers(self, request_id: str) -> dict[str, str]:
         return {**self.headers, "X-Request-Id": request_id}
 
-    async def one_shot(self, prompt: Prompt, max_tokens: int = 1, stream_index: int = 0, kind: str = "prefill") -> RequestRecord:
-        """A single streamed request (prefill probes, warm-up)."""
+    async def one_shot(
+        self, prompt: Prompt, max_tokens: int = 1, stream_index: int = 0, kind: str = "prefill", *,
+        read_timeout_s: float | None = None, seq: int | None = None,
+    ) -> RequestRecord:
+        """A single streamed request (prefill probes, warm-up); its body encoded before the clock starts."""
         record = RequestRecord(stream_index=stream_index, seq=0, sent=time.monotonic())
-        rid = self.request_id(kind, prompt.tokens, 1, stream_index, time.monotonic_ns())
+        rid = self.request_id(kind, prompt.tokens, 1, stream_index, time.monotonic_ns() if seq is None else seq)
+        timeout = None
+        if read_timeout_s is not None:
+            t = self.client.timeout
+            timeout = httpx.Timeout(connect=t.connect, read=read_timeout_s, write=t.write, pool=t.pool)
+        body = encode_body(self._body(prompt, max_tokens))
         try:
-            return await stream_request(self.streams, self.url, self._body(prompt, max_tokens), record, headers=self._headers(rid))
+            return await stream_request(self.streams, self.url, body, record, headers=self._headers(rid), timeout=timeout)
         finally:
-            if kind == "prefill":
+            if kind == "prefill":  # a probe stands alone: leave no raw connection open behind it
                 await self._close_streams()
 
-    async def warm(self, prompts: list[Prompt]) -> list[RequestRecord]:
-        """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it."""
+    async def warm(self, context: int, prompts: list[Prompt]) -> list[RequestRecord]:
+        """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it (core/run/warmup.py)."""
         self._phase("warm-up")
-        done: list[RequestRecord] = []
-
-        async def one(i: int, p: Prompt) -> None:
-            done.append(await self.one_shot(p, 1, i, kind="warm"))
-
-        async with anyio.create_task_group() as tg:
-            for i, p in enumerate(prompts):
-                tg.start_soon(one, i, p)
+        done, plan = await warm_prompts(self, context, prompts, self.on_phase)
+        self.last_warm_plan = {"concurrency": plan.concurrency, "timeout_s": round(plan.timeout_s, 1)}
         return done
 
     async def measure(self, context_tokens: int, prompts: list[Prompt]) -> CellResult:
         n = len(prompts)
         started_at = time.time()
-        warm_records = await self.warm(prompts) if self.matrix.warmup else []
+        self.last_warm_plan = None
+        warm_records = await self.warm(context_tokens, prompts) if self.matrix.warmup else []
         self.last_warm = warm_records  # the runner counts failed warm-ups in the cell's accounting
         warm_failures = [r for r in warm_records if r.outcome != "ok"]
         if warm_failures and len(warm_failures) == len(warm_records):
@@ -111,9 +122,10 @@ class CellRunner:
         self.live_records = records  # the runner keeps these when the cell is cut short (signal, engine down)
         by_stream: list[list[RequestRecord]] = [[] for _ in range(n)]
         dead: set[int] = set()
+        closing = False  # the window has closed: no stream starts another request
 
         async def worker(i: int) -> None:
-            body = self._body(prompts[i], self.matrix.max_output)  # encoded once for every restart of this stream
+            body = encode_body(self._body(prompts[i], self.matrix.max_output))  # encoded once for every restart of this stream
 
             async def send(rec: RequestRecord) -> RequestRecord:
                 rid = self.request_id("decode", context_tokens, n, i, rec.seq)
@@ -123,7 +135,7 @@ class CellRunner:
                 records.append(rec)
                 by_stream[i].append(rec)
 
-            if not await run_stream(i, send, begin):
+            if not await run_stream(i, send, begin, lambda: not closing):
                 dead.add(i)
 
         # Above matrix.client_workers_above streams the streams run in worker processes (docs/performance.md).
@@ -138,7 +150,7 @@ class CellRunner:
         ramp_ok = True
         before = await self.gauges.read()
         ramp_monitor, monitor = ClientMonitor(), ClientMonitor()
-        engine_samples: list[GaugeSample] = []
+        gauge_samples: list[GaugeSample] = []
         steady = None
 
         async with anyio.create_task_group() as tg:
@@ -168,37 +180,37 @@ class CellRunner:
                 async with anyio.create_task_group() as watchers:
                     if self.matrix.check_client:
                         watchers.start_soon(monitor.sample)
-                    watchers.start_soon(self.gauges.watch, engine_samples)  # at most once a second
+                    watchers.start_soon(self.gauges.watch, gauge_samples)  # at most once a second (docs/performance.md)
                     await anyio.sleep(self.matrix.duration_s)
                     watchers.cancel_scope.cancel()
             window_end = time.monotonic()
-            if pool is not None:
-                await pool.stop()  # the workers close their streams and hand over the last records
+            closing = True
+            if pool is not None:  # the workers wait for their first tokens the same way, then hand over their records
+                await pool.stop(window_end, self._ttft_wait_bound(records) if ramp_ok else 0.0)
+            elif ramp_ok:
+                await self._await_first_tokens(records, window_end)
             tg.cancel_scope.cancel()  # close every open stream: the server aborts them
         await self._close_streams()
+        samples = [EngineSample(s.t, s.gauges.running, s.gauges.waiting) for s in gauge_samples if s.gauges.running is not None]
 
         count = getattr(self.tokenizer, "count_output", None)
         # Tokenizer fallback first, so the numbers below are computed once, from the corrected counts.
         recounted = await recount_chunks(records, count, window_start, window_end) if count is not None else 0
         result = self._result(context_tokens, n, started_at, records, window_start, window_end, ramp_ok, dead)
-        await self._reconcile(result, records, before, recounted, count)
+        after = await self.gauges.read()
+        result.flags["tokens"] = await reconcile_tokens(n, records, before, after, recounted, count)
         result.flags["steady_state"] = None if steady is None else {
             "reached": steady.reached, "engine_max_running": steady.achieved, "waited_s": round(steady.waited_s, 3),
             "engine_metrics": steady.metrics,
         }  # fmt: skip
         result.flags["engine_gauges"] = {"state": self.gauges.state, "failed_reads": self.gauges.failures}
-        engine_running = [s.gauges.running for s in engine_samples if s.gauges.running is not None]
-        if engine_running:
-            result.flags["engine_running_mean"] = sum(engine_running) / len(engine_running)
-            result.flags["achieved_concurrency"] = max(engine_running)
-        if steady is not None and steady.reached is False:
-            result.flags["admission_limited"] = True
-            result.flags["achieved_concurrency"] = steady.achieved
+        if self.last_warm_plan is not None:
+            result.flags["warmup_plan"] = self.last_warm_plan
+        self._judge_admission(result, steady, samples, before, after)
         if self.matrix.check_client and ramp_ok:
             verdict = client_verdict(
                 n, records, (window_start, window_end), window_load=worst([monitor.result(), *(pool.loads if pool else [])]),
-                ramp_load=ramp_monitor.result(),
-                engine=engine_samples, ttft_ms=result.ttft_ms, tbt_ms=result.tbt_ms, steady_reached=None if steady is None else steady.reached,
+                ramp_load=ramp_monitor.result(), engine=gauge_samples, ttft_ms=result.ttft_ms, tbt_ms=result.tbt_ms,
                 edge_lag=edge_lag_ms([*ramp_monitor.ticks, *monitor.ticks, *(pool.ticks if pool else [])], (window_start, window_end)),
             )
             result.flags["client"] = {**verdict.as_dict(), "worker_processes": k}
@@ -209,35 +221,47 @@ class CellRunner:
     def _worker_spec(self, context_tokens: int, prompts: list[Prompt]) -> WorkerSpec:
         n = len(prompts)
         template = {i: self.request_id("decode", context_tokens, n, i, 0).replace("{", "{{").replace("}", "}}")[:-1] + "{seq}" for i in range(n)}
+        bodies = {i: encode_body(self._body(p, self.matrix.max_output)) for i, p in enumerate(prompts)}
         return WorkerSpec(url=self.url, transport=self.matrix.transport, connect_timeout_s=self.matrix.connect_timeout_s,
-                          idle_timeout_s=self.matrix.idle_timeout_s, streams={i: self._body(p, self.matrix.max_output) for i, p in enumerate(prompts)},
-                          headers={i: self.headers for i in range(n)}, id_template=template)  # fmt: skip
+                          idle_timeout_s=self.matrix.idle_timeout_s, streams=bodies, headers={i: self.headers for i in range(n)},
+                          id_template=template)  # fmt: skip
 
-    async def _reconcile(
-        self, result: CellResult, records: list[RequestRecord], before: Any, recounted: int, count: Any
-    ) -> None:
-        """Usage deltas vs the tokenizer's count (``count``, or None) vs the engine's generation counter."""
-        usage = sum(r.output_tokens for r in records if r.token_source == "usage")
-        all_usage = all(r.token_source == "usage" for r in records if r.events)
-        after = await self.gauges.read()
-        sources: dict[str, float | None] = {
-            "usage": usage if all_usage and records else None,
-            "tokenizer": await tokenizer_total(records, count) if count is not None and records else None,
-            "engine": None,
-        }
-        in_flight = 0
-        if before is not None and after is not None and before.generation_tokens is not None and after.generation_tokens is not None:
-            sources["engine"] = after.generation_tokens - before.generation_tokens
-            # The engine also counted what it generated for the streams closed at the window's end but never
-            # delivered: at most one chunk per stream. Allow that much before calling the sources apart.
-            in_flight = result.concurrency * max((n for r in records for _, n in r.events), default=1)
-        client = sources["usage"] if sources["usage"] is not None else sources["tokenizer"]
-        compared = dict(sources)
-        if compared["engine"] is not None and client is not None and client <= compared["engine"] <= client + in_flight:
-            compared["engine"] = client
-        gap = disagreement(compared)
-        result.flags["tokens"] = {**sources, "engine_in_flight_allowance": in_flight, "disagreement": gap,
-                                  "agree": gap is None or gap <= RECONCILE_LIMIT, "recounted_requests": recounted}  # fmt: skip
+    def _ttft_wait_bound(self, records: list[RequestRecord]) -> float:
+        seen = [r.first_token - r.sent for r in records if r.first_token is not None]
+        return min(self.matrix.ramp_timeout_s, max(TTFT_WAIT_MIN_S, TTFT_WAIT_FACTOR * max(seen, default=0.0)))
+
+    async def _await_first_tokens(self, records: list[RequestRecord], window_end: float) -> None:
+        """Requests sent before the window closed still get their first token (bounded), so a restart whose
+        first token lands after the window is measured, not dropped (docs/metrics.md, ``ttft_ms``)."""
+        bound = self._ttft_wait_bound(records)
+
+        def pending() -> bool:
+            return any(r.first_token is None and r.ended is None and r.sent <= window_end for r in records)
+
+        with anyio.move_on_after(bound):
+            while pending():
+                await anyio.sleep(0.002)
+
+    def _judge_admission(self, result: CellResult, steady: Any, samples: list[EngineSample], before: Any, after: Any) -> None:
+        """Whether the engine ran N (core/measure/admission.py); ``avg_active`` is the engine's count when it has one."""
+        n = result.concurrency
+        verdict = judge_admission(
+            n, self.gauges.state == "found", steady.achieved if steady is not None else None, samples,
+            getattr(before, "preemptions", None), getattr(after, "preemptions", None),
+        )  # fmt: skip
+        result.flags["admission"] = verdict.flags
+        result.flags["client_active"] = result.avg_active
+        result.flags["avg_active_source"] = "client"
+        if verdict.running_mean is not None and result.measured_s:
+            result.avg_active = verdict.running_mean
+            result.flags["avg_active_source"] = "engine"
+        if verdict.checked:
+            result.flags["achieved_concurrency"] = verdict.ran_at_most
+            result.flags["engine_running_mean"] = verdict.running_mean
+        if verdict.limited:
+            result.flags["admission_limited"] = True
+            if result.status in ("valid", "client_bound"):  # the engine's shortfall outranks the client's pace
+                result.status, result.reason = "admission_limited", verdict.reason
 
     def _failed(self, ctx: int, n: int, started_at: float, failed: list[RequestRecord], why: str) -> CellResult:
         kinds = Counter(r.outcome for r in failed)
@@ -255,7 +279,7 @@ class CellRunner:
         self._phase("verdict")
         looped = 0
         for r in records:
-            if r.text:
+            if r.text or r.output_tokens:  # an empty or invisible output with many tokens is judged too
                 findings = [f for f in self.pm.hook.detect_loop(text=r.text, output_tokens=r.output_tokens, config=self.loops) if f]
                 if findings:
                     r.loop = findings[0]
@@ -269,6 +293,7 @@ class CellRunner:
             "failed_requests": len(failed),
             "looped_requests": looped,
             "outcomes": dict(Counter(r.outcome for r in records)),
+            "ttft_without_first_token": stats.ttft_missing,
         }
         if looped:
             status, reason = "looped", f"{looped} of {len(records)} requests repeated themselves"
@@ -295,6 +320,8 @@ class CellRunner:
             tbt_ms=stats.tbt_ms, avg_active=stats.avg_active, completed=stats.completed,
             output_tokens=stats.output_tokens, measured_s=stats.measured_s,
             window_start=ws, window_end=we,
+            ttft_burst_ms=stats.ttft_burst.median_ms, ttft_burst_n=stats.ttft_burst.count,
+            ttft_restart_ms=stats.ttft_restart.median_ms, ttft_restart_n=stats.ttft_restart.count,
             token_source="chunks" if "chunks" in sources else ("tokenizer" if "tokenizer" in sources else "usage"),
             prompt_tokens=median_or_none([r.prompt_tokens for r in records if r.prompt_tokens is not None]),
             started_at=started_at, finished_at=time.time(), histograms=hist, flags=flags, requests=records,

@@ -99,9 +99,15 @@ class ChunkParser:
                         rec.finish_reason = c["finish_reason"]
             if cum is not None:
                 n = cum - self.prev_cum
-                self.prev_cum = cum
+                if n < 0:  # a usage count that went back: no tokens, and the higher count stays the reference
+                    n = 0
+                else:
+                    self.prev_cum = cum
             else:
                 n = 1 if text else 0
+                # A chunk without usage on a stream that has it: counted as one token *and* advanced in the
+                # usage count, so the next usage delta does not count it a second time.
+                self.prev_cum += n
                 rec.token_source = "chunks"
             if text:
                 if self.first_ns is None:

@@ -87,8 +87,12 @@ async def stream_request(
     headers: dict[str, str] | None = None,
     on_tokens: Callable[[int], None] | None = None,
     keep_text: bool = True,
+    timeout: httpx.Timeout | None = None,
 ) -> RequestRecord:
-    """Send ``body`` to ``url``, stream the answer into ``record``; never raises for server faults.
+    """Send ``body`` (a dict, or JSON already encoded) to ``url``, stream the answer into ``record``;
+    never raises for server faults. ``record.sent`` is when the request's last byte was written
+    (docs/metrics.md): encoding, the connection pool and connecting happen before it. ``timeout``
+    overrides the client's (its ``read`` part is the idle limit of this one request).
 
     ``client`` is an ``httpx.AsyncClient`` or a :class:`~infermatrix.core.measure.transport.RawClient`.
     Cancellation (the window closing) marks the request ``cancelled`` and re-raises.
@@ -96,12 +100,19 @@ async def stream_request(
     content = encode_body(body)
     hdrs = {**JSON_HEADERS, **headers} if headers else JSON_HEADERS
     if not isinstance(client, httpx.AsyncClient):
-        return await client.stream_request(url, content, record, headers=hdrs, on_tokens=on_tokens, keep_text=keep_text)
-    record.sent = time.monotonic()
+        idle = timeout.read if timeout is not None else None
+        return await client.stream_request(url, content, record, headers=hdrs, on_tokens=on_tokens, keep_text=keep_text, idle_timeout_s=idle)
+    record.sent = time.monotonic()  # until the body is written; kept if the request never gets that far
+
+    async def trace(event: str, info: Any) -> None:
+        if event.endswith("send_request_body.complete"):
+            record.sent = time.monotonic()
+
+    extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
     parser = ChunkParser(record, on_tokens, keep_text)
     split = SSESplitter()
     try:
-        async with client.stream("POST", url, content=content, headers=hdrs) as resp:
+        async with client.stream("POST", url, content=content, headers=hdrs, extensions={"trace": trace}, **extra) as resp:
             if resp.status_code >= 400:
                 raw = await resp.aread()
                 record.outcome = "http_error"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["WindowStats", "window_stats", "request_rate", "median_or_none"]
+__all__ = ["WindowStats", "TtftPopulation", "window_stats", "request_rate", "median_or_none", "ttft_populations"]
 
 
 def median_or_none(values: list[float]) -> float | None:
@@ -31,6 +31,32 @@ def request_rate(record: RequestRecord, start: float, end: float) -> tuple[int, 
 
 
 @dataclass
+class TtftPopulation:
+    """One TTFT population of a cell: its median (ms) and how many requests it holds."""
+
+    median_ms: float | None
+    count: int
+
+
+def ttft_populations(records: list[RequestRecord], end: float) -> tuple[list[float], list[float], int]:
+    """(burst TTFTs, restart TTFTs, requests without a first token), in seconds.
+
+    *Burst*: each stream's opening request (``seq == 0``), sent together right after warm-up.
+    *Restart*: every later request of a stream sent before the window closed; the cell waits (bounded)
+    for their first tokens, so a restart whose first token lands after the window is not dropped.
+    """
+    burst, restart, missing = [], [], 0
+    for r in records:
+        if r.sent > end:
+            continue
+        if r.first_token is None:
+            missing += r.outcome in ("ok", "cancelled")  # a failed request is counted as failed, not here
+            continue
+        (burst if r.seq == 0 else restart).append(r.first_token - r.sent)
+    return burst, restart, missing
+
+
+@dataclass
 class WindowStats:
     total_tps: float | None
     per_request_tps: float | None
@@ -44,51 +70,65 @@ class WindowStats:
     ttft_values_s: list[float]
     e2e_values_s: list[float]
     itl_values_s: list[float]
+    ttft_burst: TtftPopulation = field(default_factory=lambda: TtftPopulation(None, 0))
+    ttft_restart: TtftPopulation = field(default_factory=lambda: TtftPopulation(None, 0))
+    ttft_missing: int = 0  # sent before the window closed, no first token within the bounded wait
 
 
 def window_stats(records: list[RequestRecord], start: float, end: float) -> WindowStats:
     """Every cell number from the requests of one cell and its window [start, end] (monotonic s)."""
     measured = end - start
     output_tokens = sum(n for r in records for t, n in r.events if start <= t <= end)
-    rates, tbts, itls = [], [], []
+    rate_tokens, rate_span = 0, 0.0
+    tbts, itls = [], []
     for r in records:
         rt = request_rate(r, start, end)
         if rt is not None:
             tokens, span = rt
-            rates.append(tokens / span)
-            tbts.append(span / tokens)
+            rate_tokens += tokens
+            rate_span += span
+            tbts.append(span / tokens)  # per-request mean gap: the tbt histogram's population
         prev = None
         for t, n in r.events:
             if start <= t <= end and prev is not None:
                 itls.append((t - prev) / n)  # per-token gap: a 2-token chunk after 10 ms is 5 ms a token
             prev = t
-    # TTFT: every request of the cell whose first token came before the window closed — the first N
-    # (sent after warm-up, their prompts cached) and the restarts inside the window. See docs/metrics.md.
-    ttfts = [r.first_token - r.sent for r in records if r.first_token is not None and r.first_token <= end]
+    # Token-weighted over in-window spans: Σ tokens ÷ Σ spans. A fragment (a restart that got a few chunks
+    # before the window closed) weighs by its span, not as much as a request that ran the whole window, so
+    # with one stream this is the stream's decode rate (total_tps less the restart gaps). docs/metrics.md.
+    per_request = rate_tokens / rate_span if rate_span > 0 and rate_tokens > 0 else None
+    burst, restart, missing = ttft_populations(records, end)
+    ttfts = burst + restart
     e2es = [
         r.ended - r.sent
         for r in records
         if r.finish_reason is not None and r.outcome == "ok" and r.ended is not None and start <= r.ended <= end
     ]
-    completed = len(e2es)
     active_s = 0.0
     for r in records:
         lo = max(r.sent, start)
         hi = min(r.ended if r.ended is not None else end, end)
         if hi > lo:
             active_s += hi - lo
-    median_tbt = median_or_none(tbts)
     return WindowStats(
         total_tps=output_tokens / measured if measured > 0 else None,
-        per_request_tps=median_or_none(rates),
+        per_request_tps=per_request,
         ttft_ms=None if not ttfts else statistics.median(ttfts) * 1000,
-        tbt_ms=None if median_tbt is None else median_tbt * 1000,
+        tbt_ms=None if per_request is None else 1000.0 / per_request,
         avg_active=active_s / measured if measured > 0 else None,
-        completed=completed,
+        completed=len(e2es),
         output_tokens=output_tokens,
         measured_s=measured,
         tbt_values_s=tbts,
         ttft_values_s=ttfts,
         e2e_values_s=e2es,
         itl_values_s=itls,
+        ttft_burst=_population(burst),
+        ttft_restart=_population(restart),
+        ttft_missing=missing,
     )
+
+
+def _population(values_s: list[float]) -> TtftPopulation:
+    med = median_or_none(values_s)
+    return TtftPopulation(None if med is None else med * 1000.0, len(values_s))

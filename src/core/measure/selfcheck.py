@@ -12,12 +12,12 @@ A slow reader does two different things, judged separately:
   the engine's own generated-tokens counter over the window where the engine has one (usage totals are
   exact however slow the reader), else bounded by the longest loop stall relative to the window.
 
-Whether the engine held N running through the window is reported beside it.
+Whether the engine held N running is the admission verdict's question (``admission.py``), judged from the
+same once-a-second gauge reads.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +34,6 @@ RATE_TOLERANCE = 0.01  # the client may read at most 1 % fewer window tokens tha
 STALL_LIMIT = 0.01  # without a conclusive engine count: late stamps at the edges may move at most 1 % of the window
 TTFT_LAG_SHARE = 0.05  # ttft_ms is doubtful when the stamp-lag bound exceeds 5 % of the median TTFT
 ITL_LAG_SHARE = 0.10  # the itl histogram is doubtful when it exceeds 10 % of the median TBT
-HELD_MEAN = 0.8  # below this share of N on average the engine did not hold N (restart gaps stay well above it)
 RATE_CHECK_MAX_TOL = 0.05  # an engine count known less well than this (slow /metrics reads) is inconclusive
 EDGE_S = 0.25  # ticks this close to a window edge tell how late the stamps there were
 _TICK_S = 0.01
@@ -130,8 +129,7 @@ def _tokens_between(records: list[RequestRecord], a: float, b: float) -> int:
 
 def client_verdict(
     n: int, records: list[RequestRecord], window: tuple[float, float], *, window_load: ClientLoad, ramp_load: ClientLoad | None,
-    engine: list[GaugeSample], ttft_ms: float | None, tbt_ms: float | None, steady_reached: bool | None = None,
-    edge_lag: float | None = None,
+    engine: list[GaugeSample], ttft_ms: float | None, tbt_ms: float | None, edge_lag: float | None = None,
 ) -> ClientVerdict:
     """The verdict on one cell (pure: every input measured already; see docs/metrics.md)."""
     ws, we = window
@@ -183,16 +181,4 @@ def client_verdict(
     if v.bound:
         for col in ("total_tps", "per_request_tps", "tbt_ms"):
             v.doubtful.setdefault(col, v.why[0])
-    # 3. Did the engine hold N? Restarts leave short gaps in any closed loop, so the question is whether it
-    # ever ran all N at once inside the window (the steady-state wait before it asked the same).
-    running = [s.gauges.running for s in engine if s.gauges.running is not None and ws <= s.t <= we]
-    if running:
-        d["engine_running_mean"] = round(statistics.fmean(running), 2)
-        d["engine_running_max"] = max(running)
-        d["engine_held_n"] = max(running) >= n
-        if steady_reached is not False:  # an admission limit is flagged as such elsewhere
-            if max(running) < n:
-                v.doubtful.setdefault("total_tps", f"the engine never ran all {n} streams at once in the window (at most {max(running):g})")
-            elif statistics.fmean(running) < HELD_MEAN * n:
-                v.doubtful.setdefault("total_tps", f"the engine ran on average {statistics.fmean(running):.1f} of {n} streams in the window")
     return v

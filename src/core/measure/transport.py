@@ -39,6 +39,7 @@ class _Response(asyncio.Protocol):
         self.client = client
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self.idle_s = client.idle_timeout_s
         self.reset_request(None, None, None)
 
     def reset_request(self, parser: ChunkParser | None, split: SSESplitter | None, done: asyncio.Future[str] | None) -> None:
@@ -239,9 +240,11 @@ class RawClient:
 
     async def stream_request(
         self, url: str, content: bytes, record: RequestRecord, *, headers: dict[str, str],
-        on_tokens: Callable[[int], None] | None = None, keep_text: bool = True,
+        on_tokens: Callable[[int], None] | None = None, keep_text: bool = True, idle_timeout_s: float | None = None,
     ) -> RequestRecord:
-        """The raw-transport twin of ``client.stream_request`` (same record, same outcomes)."""
+        """The raw-transport twin of ``client.stream_request`` (same record, same outcomes); ``record.sent``
+        is set when the request has been handed to the socket (the write buffer: all of it for any
+        prompt that fits the socket's buffer, as it does on loopback)."""
         u = urlsplit(url)
         key = (u.scheme, u.hostname or "127.0.0.1", u.port or (443 if u.scheme == "https" else 80))
         target = (u.path or "/") + (f"?{u.query}" if u.query else "")
@@ -264,7 +267,7 @@ class RawClient:
                         record.outcome, record.error = "connect_error", f"ConnectError: {exc}"[:500]
                         return record
                     attempt = 1
-                how = await self._exchange(conn, req, parser)
+                how = await self._exchange(conn, req, parser, idle_timeout_s or self.idle_timeout_s)
                 if how != "stale" or attempt == 1:
                     break
                 parser = ChunkParser(record, on_tokens, keep_text)
@@ -282,14 +285,16 @@ class RawClient:
             parser.close()
         return record
 
-    async def _exchange(self, conn: _Response, req: bytes, parser: ChunkParser) -> str:
+    async def _exchange(self, conn: _Response, req: bytes, parser: ChunkParser, idle_s: float) -> str:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[str] = loop.create_future()
         conn.reset_request(parser, SSESplitter(), done)
         self.busy.add(conn)
         assert conn.transport is not None
         conn.transport.write(req)
-        timer = loop.call_later(self.idle_timeout_s, self._check_idle, conn, done)
+        parser.record.sent = time.monotonic()
+        conn.idle_s = idle_s
+        timer = loop.call_later(idle_s, self._check_idle, conn, done)
         try:
             return await done
         finally:
@@ -300,10 +305,10 @@ class RawClient:
         if done.done():
             return
         late = time.monotonic() - conn.last_read
-        if late >= self.idle_timeout_s:
+        if late >= conn.idle_s:
             done.set_result("idle")
         else:
-            asyncio.get_running_loop().call_later(self.idle_timeout_s - late, self._check_idle, conn, done)
+            asyncio.get_running_loop().call_later(conn.idle_s - late, self._check_idle, conn, done)
 
     def _settle(self, conn: _Response, how: str, parser: ChunkParser, key: tuple[str, str, int]) -> None:
         """Record how the exchange ended; pool the connection only after a cleanly finished response."""
@@ -320,7 +325,7 @@ class RawClient:
             record.error = f"HTTP {conn.status}: {conn.error_body[:500].decode(errors='replace')}"
         elif how != "parser":  # the parser has already written its error into the record
             record.outcome, record.error = {
-                "idle": ("idle_timeout", f"ReadTimeout: no data for {self.idle_timeout_s:g} s"),
+                "idle": ("idle_timeout", f"ReadTimeout: no data for {conn.idle_s:g} s"),
                 "reset": ("reset", "ReadError: connection reset by the server"),
                 "truncated": ("truncated", "RemoteProtocolError: peer closed connection without sending complete message body"),
                 "stale": ("reset", "ReadError: the server closed the connection before answering"),

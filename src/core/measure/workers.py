@@ -41,13 +41,15 @@ _LEN = struct.Struct("!I")
 
 async def run_stream(
     i: int, send: Callable[[RequestRecord], Awaitable[RequestRecord]], on_record: Callable[[RequestRecord], None],
+    keep_going: Callable[[], bool] = lambda: True,
 ) -> bool:
-    """Stream ``i``'s closed loop: send, and when a request ends send the next at once; ``on_record``
-    gets each record as it starts (so a cut-short cell still has it). Returns False when the stream
-    died after :data:`MAX_CONSECUTIVE_FAILURES` failures in a row."""
+    """Stream ``i``'s closed loop: send, and when a request ends send the next at once (until
+    ``keep_going`` says no: the window closed); ``on_record`` gets each record as it starts (so a
+    cut-short cell still has it). Returns False when the stream died after
+    :data:`MAX_CONSECUTIVE_FAILURES` failures in a row."""
     failures = 0
     seq = 0
-    while True:
+    while keep_going():
         rec = RequestRecord(stream_index=i, seq=seq, sent=time.monotonic())
         on_record(rec)
         await send(rec)
@@ -59,6 +61,7 @@ async def run_stream(
         if failures >= MAX_CONSECUTIVE_FAILURES:
             return False
         await anyio.sleep(0.2)
+    return True
 
 
 def usable_cores() -> int:
@@ -161,16 +164,18 @@ class WorkerPool:
         finally:
             await proc.wait()
 
-    async def stop(self) -> None:
-        """The window closed: every worker cancels its streams and reports; waited for, then killed."""
+    async def stop(self, window_end: float, first_token_wait_s: float) -> None:
+        """The window closed: every worker starts no new request, gives requests sent before
+        ``window_end`` up to ``first_token_wait_s`` for their first token (as the in-process path does),
+        cancels its streams and reports; waited for, then killed."""
         with anyio.CancelScope(shield=True):
             for proc in self.procs:
                 try:
                     assert proc.stdin is not None
-                    await proc.stdin.send(_frame("stop"))
+                    await proc.stdin.send(_frame(("stop", window_end, first_token_wait_s)))
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     pass
-            with anyio.move_on_after(30):
+            with anyio.move_on_after(first_token_wait_s + 30):
                 for proc in self.procs:
                     await proc.wait()
             for proc in self.procs:
@@ -208,6 +213,7 @@ async def _worker(spec: WorkerSpec) -> None:
     monitor = ClientMonitor()
     started: set[int] = set()
     pending: list[RequestRecord] = []
+    closing = False
 
     async def one(i: int) -> None:
         async def go(rec: RequestRecord) -> RequestRecord:
@@ -221,7 +227,7 @@ async def _worker(spec: WorkerSpec) -> None:
         def begin(rec: RequestRecord) -> None:
             pending.append(rec)
 
-        if not await run_stream(i, go, begin):
+        if not await run_stream(i, go, begin, lambda: not closing):
             send(("dead", i))
 
     async def ticker() -> None:  # first tokens and token counts reach the parent within 50 ms
@@ -249,7 +255,12 @@ async def _worker(spec: WorkerSpec) -> None:
                     msg = pickle.loads(await stdin.readexactly(_LEN.unpack(head)[0]))
                 except (asyncio.IncompleteReadError, ConnectionError):
                     break
-                if msg == "stop":
+                if msg[0] == "stop":
+                    _, window_end, wait_s = msg
+                    closing = True
+                    with anyio.move_on_after(wait_s):
+                        while any(r.first_token is None and r.ended is None and r.sent <= window_end for r in pending):
+                            await anyio.sleep(0.002)
                     break
             tg.cancel_scope.cancel()
     send(("load", (monitor.result(), monitor.ticks)))

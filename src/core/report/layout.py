@@ -50,6 +50,8 @@ LEGEND = {
     "error": "requests failed (HTTP errors, broken streams or timeouts), so the benchmark discarded this measurement.",
     "client_bound": "the benchmark client, not the engine, set the pace, so the benchmark discarded this measurement.",
     "interrupted": "the run was stopped before this measurement finished.",
+    "admission_limited": "the engine never ran this many requests at once (its limit on running requests or its KV cache "
+    "held the rest back, or it preempted some), so the numbers would describe fewer; the notes say how many ran.",
 }
 TTFT_WARM = "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
 TTFT_COLD = "TTFT includes prefill: the prompt cache was not warmed before measuring."
@@ -251,6 +253,8 @@ def matrix_cell(row: dict[str, Any] | None) -> tuple[str, str | None, str]:
         return DASH, None, "missing"
     if row["status"] == "valid":
         return fmt_tps(row["total_tps"]), f"{fmt_ms(row['ttft_ms'])} TTFT", "valid"
+    if row["status"] == "admission_limited" and row.get("ran_at_most") is not None:
+        return status_label(row["status"]), f"ran at most {row['ran_at_most']:g} of {row['concurrency']}", row["status"]
     return status_label(row["status"]), None, row["status"]
 
 
@@ -307,8 +311,6 @@ def flag_notes(d: ReportData, r: dict[str, Any]) -> list[str]:
     details = d.details.get((r["context_tokens"], r["concurrency"])) or {}
     flags = details.get("flags") or {}
     out = []
-    if flags.get("admission_limited"):
-        out.append(f"the engine never ran {r['concurrency']} at once (at most {flags.get('achieved_concurrency')})")
     tokens = flags.get("tokens") or {}
     if tokens and tokens.get("agree") is False:
         out.append(f"token counts disagree by {100 * (tokens.get('disagreement') or 0):.1f} % "
