@@ -315,7 +315,7 @@ async def _run_matrix(
         f"KV {capacity.kv_tokens if capacity.kv_tokens is not None else 'unlimited'} tokens ({capacity.source})"
     )
     runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops,
-                        pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits)  # fmt: skip
+                        pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits, watch=transport)  # fmt: skip
     gauges_state = _record_gauges(store, run_id, runner, traits, await start_up(engine, client, transport, console, lambda phase: runner.gauges.probe()), console)
     gpu = GpuSampler(interval_s=1.0)  # power, clocks, memory, utilisation per GPU, once a second, per cell
     prompts: dict[tuple[int, int], Prompt] = {}
