@@ -8,4 +8,5 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "workload": "infermatrix.plugins.workload",
     "loops": "infermatrix.plugins.loops",
     "vllm": "infermatrix.plugins.vllm.plugin",
+    "llamacpp": "infermatrix.plugins.llamacpp.plugin",
 }

@@ -61,6 +61,9 @@ class CellRunner:
     def request_id(self, kind: str, context: int, n: int, stream: int, seq: int) -> str:
         return f"{self.id_prefix}-{kind}-{context}-{n}-s{stream}-r{seq}"
 
+    def _count_path(self) -> tuple[str, ...]:
+        return tuple(self.traits.per_chunk_usage_path) if self.traits.per_chunk_usage else ()
+
     def _headers(self, request_id: str) -> dict[str, str]:
         return {**self.headers, "X-Request-Id": request_id}
 
@@ -68,7 +71,8 @@ class CellRunner:
         """A single streamed request (prefill probes, warm-up)."""
         record = RequestRecord(stream_index=stream_index, seq=0, sent=time.monotonic())
         rid = self.request_id(kind, prompt.tokens, 1, stream_index, time.monotonic_ns())
-        return await stream_request(self.client, self.url, self._body(prompt, max_tokens), record, headers=self._headers(rid))
+        return await stream_request(self.client, self.url, self._body(prompt, max_tokens), record, headers=self._headers(rid),
+                                    count_path=self._count_path())  # fmt: skip
 
     async def warm(self, prompts: list[Prompt]) -> list[RequestRecord]:
         """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it."""
@@ -107,6 +111,7 @@ class CellRunner:
                 await stream_request(
                     self.client, self.url, self._body(prompts[i], self.matrix.max_output), rec,
                     headers=self._headers(self.request_id("decode", context_tokens, n, i, seq)), on_tokens=self.on_tokens,
+                    count_path=self._count_path(),
                 )
                 seq += 1
                 if rec.outcome == "ok":

@@ -60,6 +60,14 @@ def _chunk_text(choice: dict[str, Any]) -> str:
     return (delta.get("reasoning_content") or delta.get("reasoning") or "") + (delta.get("content") or "")
 
 
+def _dig(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
 def classify_error(exc: BaseException) -> str:
     """Map a transport exception to a request outcome."""
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
@@ -82,9 +90,12 @@ async def stream_request(
     headers: dict[str, str] | None = None,
     on_tokens: Callable[[int], None] | None = None,
     keep_text: bool = True,
+    count_path: tuple[str, ...] = (),
 ) -> RequestRecord:
     """Send ``body`` to ``url``, stream the answer into ``record``; never raises for server faults.
 
+    ``count_path``: where a chunk carries the cumulative generated-token count when it is not
+    ``usage.completion_tokens`` (``EngineTraits.per_chunk_usage_path``).
     Cancellation (the window closing) marks the request ``cancelled`` and re-raises.
     """
     record.sent = time.monotonic()
@@ -118,7 +129,9 @@ async def stream_request(
                     record.error = str(err.get("message", err) if isinstance(err, dict) else err)[:500]
                     return record
                 usage = obj.get("usage") or None
-                cum = usage.get("completion_tokens") if usage else None
+                cum = _dig(obj, count_path) if count_path else None
+                if cum is None and usage:
+                    cum = usage.get("completion_tokens")
                 if usage and usage.get("prompt_tokens") is not None:
                     record.prompt_tokens = usage["prompt_tokens"]
                 choices = obj.get("choices") or []
@@ -128,7 +141,8 @@ async def stream_request(
                     prev_cum = cum
                 elif choices:
                     n = 1 if text else 0
-                    record.token_source = "chunks"
+                    if text:  # a chunk with no text (a chat role delta) carries no token either way
+                        record.token_source = "chunks"
                 else:  # usage-only closing chunk
                     if cum is not None:
                         record.final_usage_tokens = cum
