@@ -144,7 +144,8 @@ class LlamaCppEngine(LaunchedEngine):
         info = await super().describe(client)
         await self.read_server_state(client)
         models = await self._get_json(client, "/v1/models") or {}
-        entry = next((m for m in models.get("data") or [] if m.get("id") == info.model), {}) if isinstance(models, dict) else {}
+        entries: list[dict[str, Any]] = models.get("data") or [] if isinstance(models, dict) else []
+        entry: dict[str, Any] = next((m for m in entries if m.get("id") == info.model), {})
         info.version = self.props.get("build_info") or info.version
         extra = describe_llamacpp(self.props, self.slots, entry, self._flags())
         if info.max_model_len is None:  # one request can use at most its slot's context
