@@ -80,6 +80,9 @@ class CellRunner:
     def request_id(self, kind: str, context: int, n: int, stream: int, seq: int) -> str:
         return f"{self.id_prefix}-{kind}-{context}-{n}-s{stream}-r{seq}"
 
+    def _count_path(self) -> tuple[str, ...]:
+        return tuple(self.traits.per_chunk_usage_path) if self.traits.per_chunk_usage else ()
+
     def _headers(self, request_id: str) -> dict[str, str]:
         return {**self.headers, "X-Request-Id": request_id}
 
@@ -96,7 +99,8 @@ class CellRunner:
             timeout = httpx.Timeout(connect=t.connect, read=read_timeout_s, write=t.write, pool=t.pool)
         body = encode_body(self._body(prompt, max_tokens))
         try:
-            return await stream_request(self.streams, self.url, body, record, headers=self._headers(rid), timeout=timeout)
+            return await stream_request(self.streams, self.url, body, record, headers=self._headers(rid), timeout=timeout,
+                                        count_path=self._count_path())  # fmt: skip
         finally:
             if kind == "prefill":  # a probe stands alone: leave no raw connection open behind it
                 await self._close_streams()
@@ -124,12 +128,15 @@ class CellRunner:
         dead: set[int] = set()
         closing = False  # the window has closed: no stream starts another request
 
+        count_path = self._count_path()
+
         async def worker(i: int) -> None:
             body = encode_body(self._body(prompts[i], self.matrix.max_output))  # encoded once for every restart of this stream
 
             async def send(rec: RequestRecord) -> RequestRecord:
                 rid = self.request_id("decode", context_tokens, n, i, rec.seq)
-                return await stream_request(self.streams, self.url, body, rec, headers=self._headers(rid), on_tokens=self.on_tokens)
+                return await stream_request(self.streams, self.url, body, rec, headers=self._headers(rid), on_tokens=self.on_tokens,
+                                        count_path=count_path)  # fmt: skip
 
             def begin(rec: RequestRecord) -> None:
                 records.append(rec)
@@ -224,7 +231,7 @@ class CellRunner:
         bodies = {i: encode_body(self._body(p, self.matrix.max_output)) for i, p in enumerate(prompts)}
         return WorkerSpec(url=self.url, transport=self.matrix.transport, connect_timeout_s=self.matrix.connect_timeout_s,
                           idle_timeout_s=self.matrix.idle_timeout_s, streams=bodies, headers={i: self.headers for i in range(n)},
-                          id_template=template)  # fmt: skip
+                          id_template=template, count_path=self._count_path())  # fmt: skip
 
     def _ttft_wait_bound(self, records: list[RequestRecord]) -> float:
         seen = [r.first_token - r.sent for r in records if r.first_token is not None]

@@ -37,15 +37,29 @@ def chunk_text(choice: dict[str, Any]) -> str:
     return (delta.get("reasoning_content") or delta.get("reasoning") or "") + (delta.get("content") or "")
 
 
+def _dig(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
 class ChunkParser:
     """Turns ``(payloads, t_ns)`` batches into one :class:`RequestRecord`; ``close()`` when the stream ends."""
 
-    __slots__ = ("record", "on_tokens", "keep_text", "done", "prev_cum", "parts", "chars", "ts", "ns", "offsets", "first_ns")
+    __slots__ = ("record", "on_tokens", "keep_text", "count_path", "done", "prev_cum", "parts", "chars", "ts", "ns", "offsets", "first_ns")
 
-    def __init__(self, record: RequestRecord, on_tokens: Callable[[int], None] | None = None, keep_text: bool = True):
+    def __init__(
+        self, record: RequestRecord, on_tokens: Callable[[int], None] | None = None, keep_text: bool = True,
+        count_path: tuple[str, ...] = (),
+    ):
         self.record = record
         self.on_tokens = on_tokens
         self.keep_text = keep_text
+        # Where a chunk carries the cumulative generated-token count when it is not usage.completion_tokens
+        # (EngineTraits.per_chunk_usage_path); () or the usual path: usage only.
+        self.count_path = count_path if count_path and tuple(count_path) != ("usage", "completion_tokens") else ()
         self.done = False  # [DONE] seen: the rest of the body is read (the connection goes back to the pool) but ignored
         self.prev_cum = 0
         self.parts: list[str] = []
@@ -83,6 +97,10 @@ class ChunkParser:
                 cum = usage.get("completion_tokens")
                 if usage.get("prompt_tokens") is not None:
                     rec.prompt_tokens = usage["prompt_tokens"]
+            if self.count_path and choices:
+                found = _dig(obj, self.count_path)
+                if isinstance(found, int):
+                    cum = found
             if not choices:  # the usage-only closing chunk
                 if cum is not None:
                     rec.final_usage_tokens = cum

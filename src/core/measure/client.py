@@ -65,6 +65,7 @@ def encode_body(body: dict[str, Any] | bytes) -> bytes:
     return body if isinstance(body, bytes) else orjson.dumps(body)
 
 
+
 def classify_error(exc: BaseException) -> str:
     """Map a transport exception to a request outcome."""
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
@@ -88,6 +89,7 @@ async def stream_request(
     on_tokens: Callable[[int], None] | None = None,
     keep_text: bool = True,
     timeout: httpx.Timeout | None = None,
+    count_path: tuple[str, ...] = (),
 ) -> RequestRecord:
     """Send ``body`` (a dict, or JSON already encoded) to ``url``, stream the answer into ``record``;
     never raises for server faults. ``record.sent`` is when the request's last byte was written
@@ -95,13 +97,16 @@ async def stream_request(
     overrides the client's (its ``read`` part is the idle limit of this one request).
 
     ``client`` is an ``httpx.AsyncClient`` or a :class:`~infermatrix.core.measure.transport.RawClient`.
+    ``count_path``: where a chunk carries the cumulative generated-token count when it is not
+    ``usage.completion_tokens`` (``EngineTraits.per_chunk_usage_path``).
     Cancellation (the window closing) marks the request ``cancelled`` and re-raises.
     """
     content = encode_body(body)
     hdrs = {**JSON_HEADERS, **headers} if headers else JSON_HEADERS
     if not isinstance(client, httpx.AsyncClient):
         idle = timeout.read if timeout is not None else None
-        return await client.stream_request(url, content, record, headers=hdrs, on_tokens=on_tokens, keep_text=keep_text, idle_timeout_s=idle)
+        return await client.stream_request(url, content, record, headers=hdrs, on_tokens=on_tokens, keep_text=keep_text, idle_timeout_s=idle,
+                                           count_path=count_path)
     record.sent = record.opened = time.monotonic()  # until the body is written; kept if the request never gets that far
 
     async def trace(event: str, info: Any) -> None:
@@ -109,7 +114,7 @@ async def stream_request(
             record.sent = time.monotonic()
 
     extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
-    parser = ChunkParser(record, on_tokens, keep_text)
+    parser = ChunkParser(record, on_tokens, keep_text, count_path)
     split = SSESplitter()
     try:
         async with client.stream("POST", url, content=content, headers=hdrs, extensions={"trace": trace}, **extra) as resp:

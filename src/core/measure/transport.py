@@ -241,6 +241,7 @@ class RawClient:
     async def stream_request(
         self, url: str, content: bytes, record: RequestRecord, *, headers: dict[str, str],
         on_tokens: Callable[[int], None] | None = None, keep_text: bool = True, idle_timeout_s: float | None = None,
+        count_path: tuple[str, ...] = (),
     ) -> RequestRecord:
         """The raw-transport twin of ``client.stream_request`` (same record, same outcomes); ``record.sent``
         is set when the request has been handed to the socket (the write buffer: all of it for any
@@ -252,7 +253,7 @@ class RawClient:
         head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         req = f"POST {target} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(content)}\r\n{head}\r\n".encode() + content
         record.sent = record.opened = time.monotonic()
-        parser = ChunkParser(record, on_tokens, keep_text)
+        parser = ChunkParser(record, on_tokens, keep_text, count_path)
         conn: _Response | None = None
         try:
             for attempt in (0, 1):  # a pooled connection the server already closed gets one fresh retry
@@ -270,7 +271,7 @@ class RawClient:
                 how = await self._exchange(conn, req, parser, idle_timeout_s or self.idle_timeout_s)
                 if how != "stale" or attempt == 1:
                     break
-                parser = ChunkParser(record, on_tokens, keep_text)
+                parser = ChunkParser(record, on_tokens, keep_text, count_path)
             assert conn is not None
             self._settle(conn, how, parser, key)
         except asyncio.CancelledError:

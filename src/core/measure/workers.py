@@ -92,6 +92,7 @@ class WorkerSpec:
     headers: dict[int, dict[str, str]]  # stream index -> headers (X-Request-Id carries {seq}, filled per request)
     keep_text: bool = True
     id_template: dict[int, str] = field(default_factory=dict)  # stream index -> request id with "{seq}"
+    count_path: tuple[str, ...] = ()  # where a chunk's cumulative token count is (EngineTraits.per_chunk_usage_path)
 
 
 def _frame(obj: Any) -> bytes:
@@ -219,7 +220,8 @@ async def _worker(spec: WorkerSpec) -> None:
         async def go(rec: RequestRecord) -> RequestRecord:
             hdrs = {**spec.headers[i], "X-Request-Id": spec.id_template[i].format(seq=rec.seq)} if i in spec.id_template else spec.headers[i]
             try:
-                return await stream_request(client, spec.url, spec.streams[i], rec, headers=hdrs, on_tokens=on_tokens, keep_text=spec.keep_text)
+                return await stream_request(client, spec.url, spec.streams[i], rec, headers=hdrs, on_tokens=on_tokens, keep_text=spec.keep_text,
+                                            count_path=spec.count_path)  # fmt: skip
             finally:
                 pending.remove(rec)
                 send(("record", rec))
