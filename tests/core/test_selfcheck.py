@@ -81,14 +81,17 @@ def test_slow_metrics_reads_are_inconclusive():
     assert v.detail["rate_check"]["conclusive"] is False and not v.bound
 
 
-def test_without_engine_counter_late_edges_are_bound():
+def test_without_engine_counter_late_edges_mark_then_bind():
     recs = _records(2, 100.0, 0.0, 4.0)
     busy = ClientLoad(lag_p50_ms=1, lag_p99_ms=5, lag_max_ms=900, cpu_pct=50, samples=300)
-    # a long stall mid-window moves no token across an edge: not bound by itself ...
+    # a long stall mid-window moves no token across an edge: nothing to say about the rates ...
     mid = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, edge_lag=2.0)
-    assert not mid.bound and mid.detail["rate_check"] is None
-    # ... 100 ms late at an edge is 2 x 100 ms = 5 % of a 4 s window
-    late = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, edge_lag=100.0)
+    assert not mid.bound and mid.detail["rate_check"] is None and "total_tps" not in mid.doubtful
+    # ... 100 ms stalled at an edge is 2.5 % of a 4 s window: the rates are kept, marked with the bound ...
+    marked = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, edge_lag=100.0)
+    assert not marked.bound and "±2.5 %" in marked.doubtful["total_tps"]
+    # ... 400 ms is 10 %: client_bound
+    late = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, edge_lag=400.0)
     assert late.bound and "edges" in late.why[0]
 
 

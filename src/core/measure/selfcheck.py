@@ -28,10 +28,11 @@ import psutil
 from infermatrix.core.measure.steady import GaugeSample
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["ClientMonitor", "ClientLoad", "ClientVerdict", "client_verdict", "worst", "edge_lag_ms", "RATE_TOLERANCE", "STALL_LIMIT", "TTFT_LAG_SHARE", "ITL_LAG_SHARE"]
+__all__ = ["ClientMonitor", "ClientLoad", "ClientVerdict", "client_verdict", "worst", "edge_lag_ms", "RATE_TOLERANCE", "STALL_LIMIT", "EDGE_BOUND_LIMIT", "TTFT_LAG_SHARE", "ITL_LAG_SHARE"]
 
 RATE_TOLERANCE = 0.01  # the client may read at most 1 % fewer window tokens than the engine generated (plus chunks in flight)
-STALL_LIMIT = 0.01  # without a conclusive engine count: late stamps at the edges may move at most 1 % of the window
+STALL_LIMIT = 0.01  # without a conclusive engine count: edge stalls above 1 % of the window mark the rates doubtful ...
+EDGE_BOUND_LIMIT = 0.05  # ... and above 5 % make the cell client_bound
 TTFT_LAG_SHARE = 0.05  # ttft_ms is doubtful when the stamp-lag bound exceeds 5 % of the median TTFT
 ITL_LAG_SHARE = 0.10  # the itl histogram is doubtful when it exceeds 10 % of the median TBT
 RATE_CHECK_MAX_TOL = 0.05  # an engine count known less well than this (slow /metrics reads) is inconclusive
@@ -164,11 +165,17 @@ def client_verdict(
             side = "fewer" if ratio < 1 else "more"
             v.why.append(f"the client counted {100 * abs(1 - ratio):.1f} % {side} tokens in the window than the engine generated")
     elif edge_lag is not None and measured > 0:
+        # The tick that spans an edge overslept by as long as the client was stalled there: stamps that
+        # late move at most that many seconds of tokens across the edge.
         d["edge_lag_ms"] = _r(edge_lag)
-        if 2 * edge_lag / 1000 / measured > STALL_LIMIT:
+        share = edge_lag / 1000 / measured
+        if share > EDGE_BOUND_LIMIT:
             v.bound = True
-            v.why.append(f"the client's stamps were up to {2 * edge_lag:.0f} ms late at the window's edges "
-                         f"({100 * 2 * edge_lag / 1000 / measured:.1f} % of the window) and no engine token count settles it")
+            v.why.append(f"the client was stalled up to {edge_lag:.0f} ms at the window's edges ({100 * share:.1f} % of the window) "
+                         "and no engine token count settles it")
+        elif share > STALL_LIMIT:
+            for col in ("total_tps", "per_request_tps", "tbt_ms"):
+                v.doubtful[col] = f"within ±{100 * share:.1f} %: the client was stalled up to {edge_lag:.0f} ms at the window's edges"
     # 2. Late stamps: latency columns that hinge on single stamps.
     lags = [x.lag_p99_ms for x in (window_load, ramp_load) if x is not None and x.lag_p99_ms is not None]
     bound_ms = 2 * max(lags) if lags else None
