@@ -56,6 +56,17 @@ def test_reader_that_falls_behind_is_client_bound():
     assert {"total_tps", "per_request_tps", "tbt_ms"} <= set(v.doubtful)
 
 
+def test_client_lag_at_the_reads_widens_the_tolerance():
+    """Stamps 300 ms late around the engine reads move 300 ms of tokens: a gap that size is not a miscount."""
+    recs = _records(4, 100.0, 0.0, 8.0)
+    eng = _engine(400.0, 0.0, 8.0, 4)
+    eng[-1].gauges.generated_tokens += 100  # the engine counted 0.25 s more than the client saw by then
+    tight = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=None, engine=eng, ttft_ms=None, tbt_ms=None, ticks=[])
+    assert tight.bound
+    late = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=None, engine=eng, ttft_ms=None, tbt_ms=None, ticks=[(8.0, 0.3)])
+    assert not late.bound and late.detail["rate_check"]["tolerance"] > tight.detail["rate_check"]["tolerance"] + 0.03
+
+
 def test_chunks_in_flight_are_allowed_for():
     """A shortfall of about one chunk per stream is what closing N streams at an edge leaves: not bound."""
     recs = _records(64, 100.0, 0.0, 2.0)
@@ -77,7 +88,7 @@ def test_slow_metrics_reads_are_inconclusive():
     """Reads that took a second each leave the engine's count too uncertain to judge by: the edge lag decides."""
     recs = _records(4, 100.0, 0.0, 8.0)
     eng = [GaugeSample(s.t, 1.0, s.gauges) for s in _engine(440.0, 0.0, 8.0, 4)]
-    v = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=None, engine=eng, ttft_ms=None, tbt_ms=None, edge_lag=1.0)
+    v = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=None, engine=eng, ttft_ms=None, tbt_ms=None, ticks=[(0.0, 0.001)])
     assert v.detail["rate_check"]["conclusive"] is False and not v.bound
 
 
@@ -85,13 +96,13 @@ def test_without_engine_counter_late_edges_mark_then_bind():
     recs = _records(2, 100.0, 0.0, 4.0)
     busy = ClientLoad(lag_p50_ms=1, lag_p99_ms=5, lag_max_ms=900, cpu_pct=50, samples=300)
     # a long stall mid-window moves no token across an edge: nothing to say about the rates ...
-    mid = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, edge_lag=2.0)
+    mid = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, ticks=[(0.0, 0.002)])
     assert not mid.bound and mid.detail["rate_check"] is None and "total_tps" not in mid.doubtful
     # ... 100 ms stalled at an edge is 2.5 % of a 4 s window: the rates are kept, marked with the bound ...
-    marked = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, edge_lag=100.0)
+    marked = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, ticks=[(0.0, 0.1)])
     assert not marked.bound and "±2.5 %" in marked.doubtful["total_tps"]
     # ... 400 ms is 10 %: client_bound
-    late = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, edge_lag=400.0)
+    late = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, ticks=[(0.0, 0.4)])
     assert late.bound and "edges" in late.why[0]
 
 

@@ -130,10 +130,12 @@ def _tokens_between(records: list[RequestRecord], a: float, b: float) -> int:
 
 def client_verdict(
     n: int, records: list[RequestRecord], window: tuple[float, float], *, window_load: ClientLoad, ramp_load: ClientLoad | None,
-    engine: list[GaugeSample], ttft_ms: float | None, tbt_ms: float | None, edge_lag: float | None = None,
+    engine: list[GaugeSample], ttft_ms: float | None, tbt_ms: float | None, ticks: list[tuple[float, float]] | None = None,
 ) -> ClientVerdict:
-    """The verdict on one cell (pure: every input measured already; see docs/metrics.md)."""
+    """The verdict on one cell (pure: every input measured already; see docs/metrics.md). ``ticks`` are the
+    loop-lag ticks ``(end, lag_s)`` of every client process."""
     ws, we = window
+    edge_lag = edge_lag_ms(ticks, (ws, we)) if ticks is not None else None
     measured = we - ws
     v = ClientVerdict(bound=False)
     d = v.detail
@@ -151,19 +153,24 @@ def client_verdict(
         eng = float(b.gauges.generated_tokens or 0) - float(a.gauges.generated_tokens or 0)
         cli = _tokens_between(records, a.t, b.t)
         chunk = max((k for r in records for _, k in r.events), default=1)
-        # Read times are known to ± half a read; chunks in flight at either end are counted by one side only.
-        slack = n * chunk + (a.took_s + b.took_s) / 2 * (eng / (b.t - a.t) if b.t > a.t else 0.0)
+        # Read times are known to ± half a read; the client's own stamps near them are late by up to its lag
+        # there; chunks in flight at either end are counted by one side only.
+        rate = eng / (b.t - a.t) if b.t > a.t else 0.0
+        read_lag_s = (edge_lag_ms(ticks, (a.t, b.t)) or 0.0) / 1000 if ticks is not None else 0.0
+        slack = n * chunk + ((a.took_s + b.took_s) / 2 + read_lag_s) * rate
         tol = RATE_TOLERANCE + (slack / eng if eng > 0 else 0.0)
         d["rate_check"] = {"engine_tokens": eng, "client_tokens": cli, "seconds": round(b.t - a.t, 3),
                            "ratio": round(cli / eng, 5) if eng > 0 else None, "tolerance": round(tol, 5),
                            "conclusive": eng > 0 and tol <= RATE_CHECK_MAX_TOL}  # fmt: skip
     check = d["rate_check"]
-    if check is not None and check["conclusive"]:
+    if check is not None and check["ratio"] is not None and abs(check["ratio"] - 1) > check["tolerance"]:
+        # Apart by more than every uncertainty allows, conclusive or not: the window was miscounted.
         ratio = check["ratio"]
-        if abs(ratio - 1) > check["tolerance"]:
-            v.bound = True
-            side = "fewer" if ratio < 1 else "more"
-            v.why.append(f"the client counted {100 * abs(1 - ratio):.1f} % {side} tokens in the window than the engine generated")
+        v.bound = True
+        side = "fewer" if ratio < 1 else "more"
+        v.why.append(f"the client counted {100 * abs(1 - ratio):.1f} % {side} tokens in the window than the engine generated")
+    elif check is not None and check["conclusive"]:
+        pass  # agreement within a tolerance tight enough to settle the window count
     elif edge_lag is not None and measured > 0:
         # The tick that spans an edge overslept by as long as the client was stalled there: stamps that
         # late move at most that many seconds of tokens across the edge.
