@@ -90,6 +90,10 @@ def test_slow_metrics_reads_are_inconclusive():
     eng = [GaugeSample(s.t, 1.0, s.gauges) for s in _engine(440.0, 0.0, 8.0, 4)]
     v = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=None, engine=eng, ttft_ms=None, tbt_ms=None, ticks=[(0.0, 0.001)])
     assert v.detail["rate_check"]["conclusive"] is False and not v.bound
+    # ... unless the two counts agree as closely as chunks in flight allow: that confirms the count
+    same = [GaugeSample(s.t, 1.0, s.gauges) for s in _engine(400.0, 0.0, 8.0, 4)]
+    c = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=None, engine=same, ttft_ms=None, tbt_ms=None, ticks=[(0.0, 0.3)])
+    assert c.detail["rate_check"]["confirms"] and c.detail["rate_check"]["conclusive"] and not c.bound and "total_tps" not in c.doubtful
 
 
 def test_without_engine_counter_late_edges_mark_then_bind():

@@ -159,9 +159,13 @@ def client_verdict(
         read_lag_s = (edge_lag_ms(ticks, (a.t, b.t)) or 0.0) / 1000 if ticks is not None else 0.0
         slack = n * chunk + ((a.took_s + b.took_s) / 2 + read_lag_s) * rate
         tol = RATE_TOLERANCE + (slack / eng if eng > 0 else 0.0)
+        # Two independent counts that agree as closely as chunks in flight allow confirm the count, however
+        # uncertain the read times were: the timing errors would have to cancel exactly.
+        tight = RATE_TOLERANCE + (n * chunk / eng if eng > 0 else 0.0)
+        confirms = eng > 0 and abs(cli / eng - 1) <= tight
         d["rate_check"] = {"engine_tokens": eng, "client_tokens": cli, "seconds": round(b.t - a.t, 3),
-                           "ratio": round(cli / eng, 5) if eng > 0 else None, "tolerance": round(tol, 5),
-                           "conclusive": eng > 0 and tol <= RATE_CHECK_MAX_TOL}  # fmt: skip
+                           "ratio": round(cli / eng, 5) if eng > 0 else None, "tolerance": round(tol, 5), "confirms": confirms,
+                           "conclusive": eng > 0 and (confirms or tol <= RATE_CHECK_MAX_TOL)}  # fmt: skip
     check = d["rate_check"]
     if check is not None and check["ratio"] is not None and abs(check["ratio"] - 1) > check["tolerance"]:
         # Apart by more than every uncertainty allows, conclusive or not: the window was miscounted.
