@@ -45,7 +45,8 @@ def test_reader_that_keeps_up_is_not_bound_even_with_a_busy_loop():
     assert not v.bound and v.why == []
     assert v.detail["rate_check"]["ratio"] == pytest.approx(1.0, abs=0.01)
     # ... but the latency columns that hinge on single stamps are marked, and their reason says how late
-    assert set(v.doubtful) == {"ttft_ms", "itl"} and "600.0 ms" in v.doubtful["itl"]
+    assert set(v.doubtful) == {"ttft_ms", "itl", "per_request_tps", "tbt_ms"} and "600.0 ms" in v.doubtful["itl"]
+    assert "±7.5 %" in v.doubtful["tbt_ms"]  # 600 ms over a median 8 s request span
 
 
 def test_reader_that_falls_behind_is_client_bound():
@@ -120,7 +121,7 @@ def test_edge_lag_reads_ticks_near_the_edges():
 
 def test_late_ramp_marks_ttft_only():
     recs = _records(2, 100.0, 0.0, 4.0)
-    late_ramp = ClientLoad(lag_p50_ms=5, lag_p99_ms=40, lag_max_ms=60, cpu_pct=90, samples=50)
+    late_ramp = ClientLoad(lag_p50_ms=5, lag_p99_ms=15, lag_max_ms=60, cpu_pct=90, samples=50)  # 30 ms: > 5 % of TTFT, < 1 % of a 4 s span
     v = client_verdict(2, recs, (0.0, 4.0), window_load=QUIET, ramp_load=late_ramp, engine=_engine(200.0, 0.0, 4.0, 2),
                        ttft_ms=200.0, tbt_ms=1000.0)
     assert not v.bound and set(v.doubtful) == {"ttft_ms"}

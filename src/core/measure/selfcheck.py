@@ -28,13 +28,17 @@ import psutil
 from infermatrix.core.measure.steady import GaugeSample
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["ClientMonitor", "ClientLoad", "ClientVerdict", "client_verdict", "worst", "edge_lag_ms", "RATE_TOLERANCE", "STALL_LIMIT", "EDGE_BOUND_LIMIT", "TTFT_LAG_SHARE", "ITL_LAG_SHARE"]
+__all__ = [
+    "ClientMonitor", "ClientLoad", "ClientVerdict", "client_verdict", "worst", "edge_lag_ms",
+    "RATE_TOLERANCE", "STALL_LIMIT", "EDGE_BOUND_LIMIT", "TTFT_LAG_SHARE", "ITL_LAG_SHARE", "SPAN_LAG_SHARE",
+]  # fmt: skip
 
 RATE_TOLERANCE = 0.01  # the client may read at most 1 % fewer window tokens than the engine generated (plus chunks in flight)
 STALL_LIMIT = 0.01  # without a conclusive engine count: edge stalls above 1 % of the window mark the rates doubtful ...
 EDGE_BOUND_LIMIT = 0.05  # ... and above 5 % make the cell client_bound
 TTFT_LAG_SHARE = 0.05  # ttft_ms is doubtful when the stamp-lag bound exceeds 5 % of the median TTFT
 ITL_LAG_SHARE = 0.10  # the itl histogram is doubtful when it exceeds 10 % of the median TBT
+SPAN_LAG_SHARE = 0.01  # per_request_tps / tbt_ms are doubtful when it exceeds 1 % of the median in-window request span
 RATE_CHECK_MAX_TOL = 0.05  # an engine count known less well than this (slow /metrics reads) is inconclusive
 EDGE_S = 0.25  # ticks this close to a window edge tell how late the stamps there were
 _TICK_S = 0.01
@@ -196,6 +200,14 @@ def client_verdict(
             v.doubtful["ttft_ms"] = f"client stamps up to {bound_ms:.1f} ms late (> {100 * TTFT_LAG_SHARE:g} % of the median TTFT {ttft_ms:.1f} ms)"
         if tbt_ms and bound_ms > ITL_LAG_SHARE * tbt_ms:
             v.doubtful["itl"] = f"client stamps up to {bound_ms:.1f} ms late (> {100 * ITL_LAG_SHARE:g} % of the median TBT {tbt_ms:.2f} ms)"
+        # A request's rate is timed from its first to its last in-window chunk: short spans feel late stamps.
+        spans = sorted(ev[-1][0] - ev[0][0] for ev in ([e for e in r.events if ws <= e[0] <= we] for r in records) if len(ev) >= 2)
+        span = spans[len(spans) // 2] if spans else None
+        d["median_span_s"] = _r(span, 3)
+        if span and bound_ms / 1000 > SPAN_LAG_SHARE * span:
+            for col in ("per_request_tps", "tbt_ms"):
+                v.doubtful.setdefault(col, f"within ±{100 * bound_ms / 1000 / span:.1f} %: client stamps up to {bound_ms:.1f} ms late "
+                                           f"over a median request span of {span * 1000:.0f} ms")
     if v.bound:
         for col in ("total_tps", "per_request_tps", "tbt_ms"):
             v.doubtful.setdefault(col, v.why[0])
