@@ -108,6 +108,7 @@ class MatrixConfig(Strict):
     transport: Literal["httpx", "raw"] = Field("httpx", description="how streams are read: httpx, or the raw asyncio HTTP/1.1 reader (docs/performance.md)")
     client_workers: int = Field(0, ge=0, description="worker processes for cells above client_workers_above streams; 0: sized from the cores")
     client_workers_above: int = Field(256, ge=1, description="cells with more streams than this are spread over worker processes")
+    client_nice: int | None = Field(None, ge=-20, le=19, description="the client's nice value while a cell runs (e.g. -10 when the engine shares its cores; needs privilege); unset: unchanged")
 
     @field_validator("contexts", "prefill_contexts", mode="before")
     @classmethod

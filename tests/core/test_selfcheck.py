@@ -45,7 +45,8 @@ def test_reader_that_keeps_up_is_not_bound_even_with_a_busy_loop():
     assert not v.bound and v.why == []
     assert v.detail["rate_check"]["ratio"] == pytest.approx(1.0, abs=0.01)
     # ... but the latency columns that hinge on single stamps are marked, and their reason says how late
-    assert set(v.doubtful) == {"ttft_ms", "itl"} and "600.0 ms" in v.doubtful["itl"]
+    assert set(v.doubtful) == {"ttft_ms", "itl", "per_request_tps", "tbt_ms"} and "600.0 ms" in v.doubtful["itl"]
+    assert "±7.5 %" in v.doubtful["tbt_ms"]  # 600 ms over a median 8 s request span
 
 
 def test_reader_that_falls_behind_is_client_bound():
@@ -54,6 +55,17 @@ def test_reader_that_falls_behind_is_client_bound():
                        ttft_ms=50.0, tbt_ms=10.0)  # the engine made 10 % more than was read
     assert v.bound and "fewer tokens" in v.why[0] and v.detail["rate_check"]["conclusive"]
     assert {"total_tps", "per_request_tps", "tbt_ms"} <= set(v.doubtful)
+
+
+def test_client_lag_at_the_reads_widens_the_tolerance():
+    """Stamps 300 ms late around the engine reads move 300 ms of tokens: a gap that size is not a miscount."""
+    recs = _records(4, 100.0, 0.0, 8.0)
+    eng = _engine(400.0, 0.0, 8.0, 4)
+    eng[-1].gauges.generated_tokens += 100  # the engine counted 0.25 s more than the client saw by then
+    tight = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=None, engine=eng, ttft_ms=None, tbt_ms=None, ticks=[])
+    assert tight.bound
+    late = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=None, engine=eng, ttft_ms=None, tbt_ms=None, ticks=[(8.0, 0.3)])
+    assert not late.bound and late.detail["rate_check"]["tolerance"] > tight.detail["rate_check"]["tolerance"] + 0.03
 
 
 def test_chunks_in_flight_are_allowed_for():
@@ -77,18 +89,25 @@ def test_slow_metrics_reads_are_inconclusive():
     """Reads that took a second each leave the engine's count too uncertain to judge by: the edge lag decides."""
     recs = _records(4, 100.0, 0.0, 8.0)
     eng = [GaugeSample(s.t, 1.0, s.gauges) for s in _engine(440.0, 0.0, 8.0, 4)]
-    v = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=None, engine=eng, ttft_ms=None, tbt_ms=None, edge_lag=1.0)
+    v = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=None, engine=eng, ttft_ms=None, tbt_ms=None, ticks=[(0.0, 0.001)])
     assert v.detail["rate_check"]["conclusive"] is False and not v.bound
+    # ... unless the two counts agree as closely as chunks in flight allow: that confirms the count
+    same = [GaugeSample(s.t, 1.0, s.gauges) for s in _engine(400.0, 0.0, 8.0, 4)]
+    c = client_verdict(4, recs, (0.0, 8.0), window_load=QUIET, ramp_load=None, engine=same, ttft_ms=None, tbt_ms=None, ticks=[(0.0, 0.3)])
+    assert c.detail["rate_check"]["confirms"] and c.detail["rate_check"]["conclusive"] and not c.bound and "total_tps" not in c.doubtful
 
 
-def test_without_engine_counter_late_edges_are_bound():
+def test_without_engine_counter_late_edges_mark_then_bind():
     recs = _records(2, 100.0, 0.0, 4.0)
     busy = ClientLoad(lag_p50_ms=1, lag_p99_ms=5, lag_max_ms=900, cpu_pct=50, samples=300)
-    # a long stall mid-window moves no token across an edge: not bound by itself ...
-    mid = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, edge_lag=2.0)
-    assert not mid.bound and mid.detail["rate_check"] is None
-    # ... 100 ms late at an edge is 2 x 100 ms = 5 % of a 4 s window
-    late = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, edge_lag=100.0)
+    # a long stall mid-window moves no token across an edge: nothing to say about the rates ...
+    mid = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, ticks=[(0.0, 0.002)])
+    assert not mid.bound and mid.detail["rate_check"] is None and "total_tps" not in mid.doubtful
+    # ... 100 ms stalled at an edge is 2.5 % of a 4 s window: the rates are kept, marked with the bound ...
+    marked = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, ticks=[(0.0, 0.1)])
+    assert not marked.bound and "±2.5 %" in marked.doubtful["total_tps"]
+    # ... 400 ms is 10 %: client_bound
+    late = client_verdict(2, recs, (0.0, 4.0), window_load=busy, ramp_load=None, engine=[], ttft_ms=100.0, tbt_ms=20.0, ticks=[(0.0, 0.4)])
     assert late.bound and "edges" in late.why[0]
 
 
@@ -102,7 +121,7 @@ def test_edge_lag_reads_ticks_near_the_edges():
 
 def test_late_ramp_marks_ttft_only():
     recs = _records(2, 100.0, 0.0, 4.0)
-    late_ramp = ClientLoad(lag_p50_ms=5, lag_p99_ms=40, lag_max_ms=60, cpu_pct=90, samples=50)
+    late_ramp = ClientLoad(lag_p50_ms=5, lag_p99_ms=15, lag_max_ms=60, cpu_pct=90, samples=50)  # 30 ms: > 5 % of TTFT, < 1 % of a 4 s span
     v = client_verdict(2, recs, (0.0, 4.0), window_load=QUIET, ramp_load=late_ramp, engine=_engine(200.0, 0.0, 4.0, 2),
                        ttft_ms=200.0, tbt_ms=1000.0)
     assert not v.bound and set(v.doubtful) == {"ttft_ms"}

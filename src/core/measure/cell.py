@@ -17,8 +17,9 @@ from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
 from infermatrix.core.measure.admission import EngineSample, judge_admission
 from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
-from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, edge_lag_ms, worst
+from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, worst
 from infermatrix.core.measure.steady import EngineGauges, GaugeSample
+from infermatrix.core.measure.priority import client_priority
 from infermatrix.core.measure.transport import RawClient
 from infermatrix.core.measure.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
 from infermatrix.core.run.warmup import PrefillRates, warm_prompts
@@ -113,6 +114,15 @@ class CellRunner:
         return done
 
     async def measure(self, context_tokens: int, prompts: list[Prompt]) -> CellResult:
+        """Warm, ramp, measure one window, judge (at ``matrix.client_nice`` when set: measure/priority.py)."""
+        prio: dict[str, object] = {}
+        with client_priority(self.matrix.client_nice, prio):
+            result = await self._measure(context_tokens, prompts)
+        if prio:
+            result.flags["client_priority"] = prio
+        return result
+
+    async def _measure(self, context_tokens: int, prompts: list[Prompt]) -> CellResult:
         n = len(prompts)
         started_at = time.time()
         self.last_warm_plan = None
@@ -218,7 +228,7 @@ class CellRunner:
             verdict = client_verdict(
                 n, records, (window_start, window_end), window_load=worst([monitor.result(), *(pool.loads if pool else [])]),
                 ramp_load=ramp_monitor.result(), engine=gauge_samples, ttft_ms=result.ttft_ms, tbt_ms=result.tbt_ms,
-                edge_lag=edge_lag_ms([*ramp_monitor.ticks, *monitor.ticks, *(pool.ticks if pool else [])], (window_start, window_end)),
+                ticks=[*ramp_monitor.ticks, *monitor.ticks, *(pool.ticks if pool else [])],
             )
             result.flags["client"] = {**verdict.as_dict(), "worker_processes": k}
             if verdict.bound and result.status == "valid":

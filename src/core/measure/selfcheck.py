@@ -28,12 +28,17 @@ import psutil
 from infermatrix.core.measure.steady import GaugeSample
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["ClientMonitor", "ClientLoad", "ClientVerdict", "client_verdict", "worst", "edge_lag_ms", "RATE_TOLERANCE", "STALL_LIMIT", "TTFT_LAG_SHARE", "ITL_LAG_SHARE"]
+__all__ = [
+    "ClientMonitor", "ClientLoad", "ClientVerdict", "client_verdict", "worst", "edge_lag_ms",
+    "RATE_TOLERANCE", "STALL_LIMIT", "EDGE_BOUND_LIMIT", "TTFT_LAG_SHARE", "ITL_LAG_SHARE", "SPAN_LAG_SHARE",
+]  # fmt: skip
 
 RATE_TOLERANCE = 0.01  # the client may read at most 1 % fewer window tokens than the engine generated (plus chunks in flight)
-STALL_LIMIT = 0.01  # without a conclusive engine count: late stamps at the edges may move at most 1 % of the window
+STALL_LIMIT = 0.01  # without a conclusive engine count: edge stalls above 1 % of the window mark the rates doubtful ...
+EDGE_BOUND_LIMIT = 0.05  # ... and above 5 % make the cell client_bound
 TTFT_LAG_SHARE = 0.05  # ttft_ms is doubtful when the stamp-lag bound exceeds 5 % of the median TTFT
 ITL_LAG_SHARE = 0.10  # the itl histogram is doubtful when it exceeds 10 % of the median TBT
+SPAN_LAG_SHARE = 0.01  # per_request_tps / tbt_ms are doubtful when it exceeds 1 % of the median in-window request span
 RATE_CHECK_MAX_TOL = 0.05  # an engine count known less well than this (slow /metrics reads) is inconclusive
 EDGE_S = 0.25  # ticks this close to a window edge tell how late the stamps there were
 _TICK_S = 0.01
@@ -129,10 +134,12 @@ def _tokens_between(records: list[RequestRecord], a: float, b: float) -> int:
 
 def client_verdict(
     n: int, records: list[RequestRecord], window: tuple[float, float], *, window_load: ClientLoad, ramp_load: ClientLoad | None,
-    engine: list[GaugeSample], ttft_ms: float | None, tbt_ms: float | None, edge_lag: float | None = None,
+    engine: list[GaugeSample], ttft_ms: float | None, tbt_ms: float | None, ticks: list[tuple[float, float]] | None = None,
 ) -> ClientVerdict:
-    """The verdict on one cell (pure: every input measured already; see docs/metrics.md)."""
+    """The verdict on one cell (pure: every input measured already; see docs/metrics.md). ``ticks`` are the
+    loop-lag ticks ``(end, lag_s)`` of every client process."""
     ws, we = window
+    edge_lag = edge_lag_ms(ticks, (ws, we)) if ticks is not None else None
     measured = we - ws
     v = ClientVerdict(bound=False)
     d = v.detail
@@ -150,25 +157,40 @@ def client_verdict(
         eng = float(b.gauges.generated_tokens or 0) - float(a.gauges.generated_tokens or 0)
         cli = _tokens_between(records, a.t, b.t)
         chunk = max((k for r in records for _, k in r.events), default=1)
-        # Read times are known to ± half a read; chunks in flight at either end are counted by one side only.
-        slack = n * chunk + (a.took_s + b.took_s) / 2 * (eng / (b.t - a.t) if b.t > a.t else 0.0)
+        # Read times are known to ± half a read; the client's own stamps near them are late by up to its lag
+        # there; chunks in flight at either end are counted by one side only.
+        rate = eng / (b.t - a.t) if b.t > a.t else 0.0
+        read_lag_s = (edge_lag_ms(ticks, (a.t, b.t)) or 0.0) / 1000 if ticks is not None else 0.0
+        slack = n * chunk + ((a.took_s + b.took_s) / 2 + read_lag_s) * rate
         tol = RATE_TOLERANCE + (slack / eng if eng > 0 else 0.0)
+        # Two independent counts that agree as closely as chunks in flight allow confirm the count, however
+        # uncertain the read times were: the timing errors would have to cancel exactly.
+        tight = RATE_TOLERANCE + (n * chunk / eng if eng > 0 else 0.0)
+        confirms = eng > 0 and abs(cli / eng - 1) <= tight
         d["rate_check"] = {"engine_tokens": eng, "client_tokens": cli, "seconds": round(b.t - a.t, 3),
-                           "ratio": round(cli / eng, 5) if eng > 0 else None, "tolerance": round(tol, 5),
-                           "conclusive": eng > 0 and tol <= RATE_CHECK_MAX_TOL}  # fmt: skip
+                           "ratio": round(cli / eng, 5) if eng > 0 else None, "tolerance": round(tol, 5), "confirms": confirms,
+                           "conclusive": eng > 0 and (confirms or tol <= RATE_CHECK_MAX_TOL)}  # fmt: skip
     check = d["rate_check"]
-    if check is not None and check["conclusive"]:
+    if check is not None and check["ratio"] is not None and abs(check["ratio"] - 1) > check["tolerance"]:
+        # Apart by more than every uncertainty allows, conclusive or not: the window was miscounted.
         ratio = check["ratio"]
-        if abs(ratio - 1) > check["tolerance"]:
-            v.bound = True
-            side = "fewer" if ratio < 1 else "more"
-            v.why.append(f"the client counted {100 * abs(1 - ratio):.1f} % {side} tokens in the window than the engine generated")
+        v.bound = True
+        side = "fewer" if ratio < 1 else "more"
+        v.why.append(f"the client counted {100 * abs(1 - ratio):.1f} % {side} tokens in the window than the engine generated")
+    elif check is not None and check["conclusive"]:
+        pass  # agreement within a tolerance tight enough to settle the window count
     elif edge_lag is not None and measured > 0:
+        # The tick that spans an edge overslept by as long as the client was stalled there: stamps that
+        # late move at most that many seconds of tokens across the edge.
         d["edge_lag_ms"] = _r(edge_lag)
-        if 2 * edge_lag / 1000 / measured > STALL_LIMIT:
+        share = edge_lag / 1000 / measured
+        if share > EDGE_BOUND_LIMIT:
             v.bound = True
-            v.why.append(f"the client's stamps were up to {2 * edge_lag:.0f} ms late at the window's edges "
-                         f"({100 * 2 * edge_lag / 1000 / measured:.1f} % of the window) and no engine token count settles it")
+            v.why.append(f"the client was stalled up to {edge_lag:.0f} ms at the window's edges ({100 * share:.1f} % of the window) "
+                         "and no engine token count settles it")
+        elif share > STALL_LIMIT:
+            for col in ("total_tps", "per_request_tps", "tbt_ms"):
+                v.doubtful[col] = f"within ±{100 * share:.1f} %: the client was stalled up to {edge_lag:.0f} ms at the window's edges"
     # 2. Late stamps: latency columns that hinge on single stamps.
     lags = [x.lag_p99_ms for x in (window_load, ramp_load) if x is not None and x.lag_p99_ms is not None]
     bound_ms = 2 * max(lags) if lags else None
@@ -178,6 +200,14 @@ def client_verdict(
             v.doubtful["ttft_ms"] = f"client stamps up to {bound_ms:.1f} ms late (> {100 * TTFT_LAG_SHARE:g} % of the median TTFT {ttft_ms:.1f} ms)"
         if tbt_ms and bound_ms > ITL_LAG_SHARE * tbt_ms:
             v.doubtful["itl"] = f"client stamps up to {bound_ms:.1f} ms late (> {100 * ITL_LAG_SHARE:g} % of the median TBT {tbt_ms:.2f} ms)"
+        # A request's rate is timed from its first to its last in-window chunk: short spans feel late stamps.
+        spans = sorted(ev[-1][0] - ev[0][0] for ev in ([e for e in r.events if ws <= e[0] <= we] for r in records) if len(ev) >= 2)
+        span = spans[len(spans) // 2] if spans else None
+        d["median_span_s"] = _r(span, 3)
+        if span and bound_ms / 1000 > SPAN_LAG_SHARE * span:
+            for col in ("per_request_tps", "tbt_ms"):
+                v.doubtful.setdefault(col, f"within ±{100 * bound_ms / 1000 / span:.1f} %: client stamps up to {bound_ms:.1f} ms late "
+                                           f"over a median request span of {span * 1000:.0f} ms")
     if v.bound:
         for col in ("total_tps", "per_request_tps", "tbt_ms"):
             v.doubtful.setdefault(col, v.why[0])
