@@ -47,6 +47,7 @@ def test_sglang_serve_script_and_no_metrics(tmp_path):
     assert argv[:4] == ["/opt/sg/bin/sglang", "serve", "--model-path", "m"] and "--enable-metrics" not in argv
 
 
+@pytest.mark.slow  # start() tries Popen for real (the program is missing): the fast loop starts no process
 def test_trtllm_command_and_options_file(tmp_path):
     engine = engine_for(
         tmp_path, kind="trtllm", model_source="Qwen/Q", port=8001,

@@ -53,6 +53,7 @@ def source(source_file, tmp_path):
     s.close()
 
 
+@pytest.mark.slow  # over a second of CPU (several runs written to DuckDB)
 def test_round_trip_keeps_every_row(source, tmp_path):
     src, ids = source
     out = tmp_path / "export"
@@ -71,6 +72,7 @@ def test_round_trip_keeps_every_row(source, tmp_path):
         assert all(dest.get_run(i)["imported_at"] is not None for i in ids)
 
 
+@pytest.mark.slow  # over a second of CPU (several runs written to DuckDB)
 def test_merging_two_databases_and_importing_again(source, tmp_path):
     src, ids = source
     export_runs(src, ids[:1], tmp_path / "one")

@@ -115,6 +115,7 @@ def _comparison_rows(store):
     return [dict(zip(cols, r)) for r in rows]
 
 
+@pytest.mark.slow  # over a second of CPU (several runs written to DuckDB)
 def test_engine_comparison_pairs_and_ratio(store):
     a, cells_a, _ = fill_run(store, seed=1)
     b, cells_b, _ = fill_run(store, {"engine": "sglang"}, scale=1.25, seed=2, other=False)

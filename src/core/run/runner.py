@@ -315,7 +315,7 @@ async def _run_matrix(
         f"KV {capacity.kv_tokens if capacity.kv_tokens is not None else 'unlimited'} tokens ({capacity.source})"
     )
     runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops,
-                        pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits)  # fmt: skip
+                        pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits, watch=transport)  # fmt: skip
     gauges_state = _record_gauges(store, run_id, runner, traits, await start_up(engine, client, transport, console, lambda phase: runner.gauges.probe()), console)
     gpu = GpuSampler(interval_s=1.0)  # power, clocks, memory, utilisation per GPU, once a second, per cell
     prompts: dict[tuple[int, int], Prompt] = {}
@@ -416,7 +416,8 @@ async def _run_matrix(
                     result = partial_cell(ctx, n, "error", reason, started_at, runner, flags)
                     recover = True
                 except StepFailed as exc:  # the engine answers, but a step outside the requests failed (a tokenize, a metrics read)
-                    result = partial_cell(ctx, n, "error", f"failed in {phase.now}: {exc.why}", started_at, runner, {"failed_phase": phase.now})
+                    result = partial_cell(ctx, n, "error", f"failed in {phase.now}: {exc.why}", started_at, runner,
+                                         {"failed_phase": phase.now, "engine_log_tail": engine.redact(engine.log_tail(20))})  # fmt: skip
                 except anyio.get_cancelled_exc_class():
                     with anyio.CancelScope(shield=True):
                         partial = partial_cell(ctx, n, "interrupted", "run interrupted during this cell (resume runs it again)", started_at, runner, {})
