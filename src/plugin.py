@@ -24,7 +24,7 @@ from infermatrix.core.engine.contract import AttachEngine, Engine, EngineError, 
 from infermatrix.core.engine.hardware import detect_hardware
 from infermatrix.core.hookspecs import hookimpl
 from infermatrix.core.engine.argv import expand_path, model_flags
-from infermatrix.core.engine.prometheus import all_info_labels, info_labels, metric_samples, metric_value, scan_values
+from infermatrix.core.engine.prometheus import info_labels, metric_samples, metric_value, scan_values
 from infermatrix.core.redact import redact_argv
 from infermatrix.core.engine.traits import (
     IGNORE_EOS_FIELDS,
@@ -74,5 +74,4 @@ __all__ = [
     "scan_values",
     "metric_samples",
     "info_labels",
-    "all_info_labels",
 ]

@@ -75,7 +75,7 @@ def test_one_stream_per_request_equals_total_without_restarts():
 def test_chunks_arriving_together_at_the_window_start_are_the_first_arrival():
     # A burst: three chunks read at once just inside the window (emitted before it), then one per 10 ms.
     r = RequestRecord(stream_index=0, seq=0, sent=0.0, first_token=0.5)
-    r.events = [(0.5, 1), (1.0001, 2), (1.0002, 2), (1.0003, 2)] + [(1.0003 + 0.01 * k, 2) for k in range(1, 101)]
+    r.events = [(0.5, 1), (1.0001, 2), (1.0004, 2), (1.0008, 2)] + [(1.0008 + 0.01 * k, 2) for k in range(1, 101)]
     r.ended = r.events[-1][0]
     s = window_stats([r], 1.0, 3.0)
     assert s.per_request_tps == pytest.approx(200.0, rel=1e-6)  # 100 chunks × 2 tokens over 1.0 s

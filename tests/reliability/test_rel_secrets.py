@@ -46,7 +46,8 @@ def test_key_is_never_kept_or_printed(tmp_path):
         "exit": {"after_requests": 9, "code": 4, "once_file": str(once)},  # the log tail is kept with the crashed cell
     })  # fmt: skip
     db = tmp_path / "r.duckdb"
-    cfg = sim_config(tmp_path, profile, prefill_contexts=["1K"])
+    # One probe after the throwaway: the fault schedule below counts requests, and the cells must see some succeed.
+    cfg = sim_config(tmp_path, profile, prefill_contexts=["1K"], prefill_samples=1)
     text = cfg.read_text().replace('ready_timeout_s = 30', 'ready_timeout_s = 30\napi_key_env = "IMX_REL_KEY"')
     cfg.write_text(text)
     proc = run_cli("run", str(cfg), "--db", str(db), cwd=tmp_path, env=ENV)

@@ -245,3 +245,24 @@ def test_truth_since_filter_and_reset(sim_server):
     assert all(s["t_start"] >= mark for s in recent["steps"]) and recent["steps"]
     server.post("/debug/reset")
     assert server.truth()["requests"] == [] and server.truth()["steps"] == []
+
+
+def test_preemption_under_kv_pressure_is_counted_and_resumed(sim_server):
+    """preempt_kv_usage: above it, the youngest running sequence is evicted (KV freed, back at the head of the
+    queue) and later recomputed; every request still gets all its tokens, and the counter says how often."""
+    server = sim_server({**KV_PROFILE, "name": "preempt", "preempt_kv_usage": 0.5})
+    tag = new_id()
+    # 3 × (1000 + 500) fits the 8,192-token reservation; 3 × 1000 prompt tokens is ~37 % of the KV, so the
+    # output pushes it past 50 %
+    bodies = [(f"{tag}-{i}", "/v1/completions", {"prompt": distinct_prompt(300 + i, 1000), "max_tokens": 500, "ignore_eos": True})
+              for i in range(3)]  # fmt: skip
+    got = run_streams(server, bodies)
+    truth = server.truth()
+    recs = {r["request_id"]: r for r in truth["requests"] if (r["request_id"] or "").startswith(tag)}
+    assert truth["counters"]["preemptions"] > 0
+    assert metric(server, "vllm:num_preemptions_total").value == truth["counters"]["preemptions"]
+    for rid, r in recs.items():
+        assert r["output_tokens"] == 500 and r["finish_reason"] == "length"
+        assert got[rid][-1][1] == "[DONE]"
+    state = truth["state"]
+    assert state["reserved_kv_tokens"] == 0 and state["running"] == 0  # everything given back

@@ -9,7 +9,7 @@ from typing import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["all_info_labels", "metric_value", "scan_values", "metric_samples", "info_labels"]
+__all__ = ["metric_value", "scan_values", "metric_samples", "info_labels"]
 
 
 def metric_value(text: str, name: str) -> float | None:
@@ -78,17 +78,3 @@ def info_labels(text: str | None, family: str) -> dict[str, str]:
         return {}
     return {}
 
-
-def all_info_labels(text: str | None, family: str) -> list[dict[str, str]]:
-    """The labels of every sample of an info-style metric family: one per engine rank where an engine
-    runs several (data parallelism exposes one sample per rank, told apart by a label)."""
-    if not text:
-        return []
-    out: list[dict[str, str]] = []
-    try:
-        for fam in text_string_to_metric_families(text):
-            if fam.name in (family, f"{family}_info") or fam.name.removesuffix("_info") == family.removesuffix("_info"):
-                out.extend(dict(sample.labels) for sample in fam.samples)
-    except (ValueError, TypeError):
-        return out
-    return out

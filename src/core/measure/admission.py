@@ -39,6 +39,7 @@ class Admission:
     reason: str | None = None
     ran_at_most: float | None = None
     running_mean: float | None = None
+    waiting_mean: float | None = None  # requests the engine held in its queue, averaged over the window's samples
     flags: dict[str, Any] = field(default_factory=dict)
 
 
@@ -55,6 +56,7 @@ def judge_admission(
     mean = sum(s.running for s in samples) / len(samples) if samples else None
     waits = [s for s in samples if s.waiting is not None]
     waiting_share = sum(1 for s in waits if s.waiting and s.waiting > 0) / len(waits) if waits else None
+    waiting_mean = sum(s.waiting or 0.0 for s in waits) / len(waits) if waits else None
     preempted = (
         preemptions_after - preemptions_before
         if preemptions_before is not None and preemptions_after is not None else None
@@ -68,10 +70,11 @@ def judge_admission(
         reasons.append(f"the engine ran {mean:.1f} of {n} on average and held requests waiting")
     flags = {
         "checked": True, "ran_at_most": ran_at_most, "running_mean": None if mean is None else round(mean, 3),
-        "waiting_share": None if waiting_share is None else round(waiting_share, 3), "samples": len(samples),
+        "waiting_share": None if waiting_share is None else round(waiting_share, 3),
+        "waiting_mean": None if waiting_mean is None else round(waiting_mean, 3), "samples": len(samples),
         "preemptions": preempted, "limited": bool(reasons),
     }  # fmt: skip
     if reasons and mean is not None:
         reasons[-1] += f" (mean {mean:.1f} running in the window)"
     return Admission(checked=True, limited=bool(reasons), reason="; ".join(reasons) or None,
-                     ran_at_most=ran_at_most, running_mean=mean, flags=flags)  # fmt: skip
+                     ran_at_most=ran_at_most, running_mean=mean, waiting_mean=waiting_mean, flags=flags)  # fmt: skip

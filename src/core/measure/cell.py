@@ -55,6 +55,7 @@ class CellRunner:
 
     def __post_init__(self) -> None:
         self.gauges = EngineGauges(self.client, self.base_url, self.headers, self.traits.metrics)
+        self.last_warm_plan: dict[str, float] | None = None  # the last cell's warm-up sizing, for its flags
         # Streams go through httpx (the default) or the raw asyncio reader (matrix.transport = "raw", docs/performance.md).
         self.streams: Any = self.client
         if self.matrix.transport == "raw":
@@ -110,7 +111,7 @@ class CellRunner:
         """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it (core/run/warmup.py)."""
         self._phase("warm-up")
         done, plan = await warm_prompts(self, context, prompts, self.on_phase)
-        self.last_warm_plan: dict[str, float] | None = {"concurrency": plan.concurrency, "timeout_s": round(plan.timeout_s, 1)}
+        self.last_warm_plan = {"concurrency": plan.concurrency, "timeout_s": round(plan.timeout_s, 1)}
         return done
 
     async def measure(self, context_tokens: int, prompts: list[Prompt]) -> CellResult:
@@ -269,8 +270,10 @@ class CellRunner:
         result.flags["admission"] = verdict.flags
         result.flags["client_active"] = result.avg_active
         result.flags["avg_active_source"] = "client"
-        if verdict.running_mean is not None and result.measured_s:
-            result.avg_active = verdict.running_mean
+        if verdict.waiting_mean is not None and result.avg_active is not None:
+            # In flight as the client counts it, less what the engine held in its queue: what it ran. (Its running
+            # gauge, sampled a few times a window, would add the noise of each stream's restart gap.)
+            result.avg_active = max(0.0, result.avg_active - verdict.waiting_mean)
             result.flags["avg_active_source"] = "engine"
         if verdict.checked:
             result.flags["achieved_concurrency"] = verdict.ran_at_most

@@ -14,9 +14,9 @@ def median_or_none(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-# Chunks read within this long of the request's first in-window chunk arrived together with it (one network
+# Chunks read within 1 ms of the request's first in-window chunk arrived together with it (one network
 # read, or one burst after the client or the network stalled): the rate is measured from the last of them.
-ARRIVAL_GROUP_S = 0.0005
+ARRIVAL_GROUP_S = 0.001
 
 
 def request_rate(record: RequestRecord, start: float, end: float) -> tuple[int, float] | None:

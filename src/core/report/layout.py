@@ -271,7 +271,7 @@ def long_rows(d: ReportData) -> list[tuple[str, list[str]]]:
         valid = p["status"] == "valid"
         out.append((p["status"], [
             "Prefill", p["context_label"], "1", status_label(p["status"]), fmt_tps(p["prompt_tps"]), DASH,
-            fmt_ms(p["ttft_ms"]), DASH, DASH, "1" if valid else DASH, DASH, DASH,
+            fmt_ms(p["ttft_ms"]), DASH, DASH, (str(p.get("samples") or 1)) if valid else DASH, DASH, DASH,
         ]))
     for r in d.decode:
         out.append((r["status"], [

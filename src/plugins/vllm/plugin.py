@@ -23,9 +23,9 @@ from infermatrix.plugin import (
     MetricNames,
     TokenizeAPI,
     detect_hardware,
-    all_info_labels,
     hookimpl,
     info_labels,
+    metric_samples,
     redact_argv,
 )
 from infermatrix.plugins.vllm.config import SERVER_MODULE, VllmEngineConfig, expand_path
@@ -215,7 +215,7 @@ def capacity_from_metrics(text: str | None) -> Capacity | None:
     engine's data-parallel ranks (each rank has a KV cache of its own and reports its own sample, told
     apart by its ``engine`` label); ``None`` when absent."""
     ranks: dict[str, tuple[int, int, int | None]] = {}
-    for i, labels in enumerate(all_info_labels(text, CACHE_CONFIG)):
+    for i, (labels, _) in enumerate(metric_samples(text or "", CACHE_CONFIG)):
         blocks = _int(labels.get("num_gpu_blocks"))
         if blocks is None:
             blocks = _int(labels.get("num_gpu_blocks_override"))
