@@ -11,4 +11,5 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "sglang": "infermatrix.plugins.sglang.plugin",
     "trtllm": "infermatrix.plugins.trtllm.plugin",
     "lmdeploy": "infermatrix.plugins.lmdeploy.plugin",
+    "llamacpp": "infermatrix.plugins.llamacpp.plugin",
 }

@@ -90,7 +90,7 @@ class RequestRecord:
 
     stream_index: int
     seq: int
-    sent: float
+    sent: float  # when the request's last byte was written (docs/metrics.md, "request sent")
     prompt_tokens: int | None = None
     first_token: float | None = None
     events: list[tuple[float, int]] = field(default_factory=list)  # (arrival, tokens) per chunk with output
@@ -103,6 +103,7 @@ class RequestRecord:
     token_source: str = "usage"  # "usage" (server usage deltas) or "chunks" (one per chunk, reconciled)
     final_usage_tokens: int | None = None  # completion_tokens of the closing usage chunk, if any
     loop: LoopFinding | None = None
+    opened: float | None = None  # when the client began the request (before connecting): it is in flight from then
 
     @property
     def output_tokens(self) -> int:

@@ -170,3 +170,34 @@ def test_numbers_are_null_not_nan(store):
     store.save_cell(run_id, c)
     _, rows = store.query("SELECT tbt_ms FROM decode_matrix WHERE run_id = ?", [run_id])
     assert rows == [(None,)]
+
+
+def _method_run(store, **info):
+    base = {"engine": "x", "model": "m", "duration_s": 30.0, "max_output": 4096, "prompt_mode": "distinct", "api": "completions",
+            "config": {"matrix": {"temperature": 0.0}}}
+    run_id = store.create_run({**base, **info})
+    c, _ = make_cell(1024, 1)
+    c.token_source = "usage"
+    store.save_cell(run_id, c)
+    return run_id
+
+
+def _match(store, a, b):
+    _, rows = store.query("SELECT DISTINCT method_match FROM engine_comparison WHERE run_a = ? AND run_b = ?", [a, b])
+    assert len(rows) == 1
+    return rows[0][0]
+
+
+def test_engine_comparison_says_whether_the_method_matched(store):
+    a = _method_run(store)
+    same = _method_run(store, engine="y")
+    longer = _method_run(store, engine="y", max_output=256)
+    hot = _method_run(store, engine="y", config={"matrix": {"temperature": 0.7}})
+    old = _method_run(store, engine="y", config={"matrix": {}})  # measured before temperature was a field: 0
+    unknown = _method_run(store, engine="y", duration_s=None)  # e.g. an imported page that does not say
+    assert _match(store, a, same) is True and _match(store, same, a) is True
+    assert _match(store, a, longer) is False
+    assert _match(store, a, hot) is False
+    assert _match(store, a, old) is True
+    assert _match(store, a, unknown) is None
+    assert _match(store, longer, unknown) is False  # a known difference wins over an unknown

@@ -138,6 +138,9 @@ class EngineTraits:
     version_path: str | None = None  # GET -> {"version": ...}
     per_chunk_usage: bool = False  # every chunk may carry cumulative usage, when asked with per_chunk_usage_fields
     per_chunk_usage_fields: Mapping[str, Any] = field(default_factory=lambda: dict(PER_CHUNK_USAGE_FIELDS))
+    # Where in a chunk that cumulative generated-token count is (keys, outermost first); the final
+    # usage-only chunk is read at usage.completion_tokens whatever this says.
+    per_chunk_usage_path: tuple[str, ...] = ("usage", "completion_tokens")
     ignore_eos: bool = False  # the server can be asked to ignore EOS (matrix.ignore_eos), with ignore_eos_fields
     ignore_eos_fields: Mapping[str, Any] = field(default_factory=lambda: dict(IGNORE_EOS_FIELDS))
     body_extras: Mapping[str, Any] = field(default_factory=dict)  # further fields every streaming request carries

@@ -9,27 +9,24 @@ from typing import Any, Callable
 
 import anyio
 import httpx
-import orjson
 import pluggy
 
 from infermatrix.core.measure import histograms
-from infermatrix.core.measure.client import endpoint_path, request_body, stream_request
+from infermatrix.core.measure.client import encode_body, endpoint_path, request_body, stream_request
 from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
 from infermatrix.core.measure.admission import EngineSample, judge_admission
 from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
-from infermatrix.core.measure.selfcheck import ClientMonitor
-from infermatrix.core.measure.steady import EngineGauges
+from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, edge_lag_ms, worst
+from infermatrix.core.measure.steady import EngineGauges, GaugeSample
+from infermatrix.core.measure.transport import RawClient
+from infermatrix.core.measure.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
 from infermatrix.core.run.warmup import PrefillRates, warm_prompts
 from infermatrix.core.engine.traits import EngineTraits
 from infermatrix.core.types import CellResult, Prompt, RequestRecord
 
 __all__ = ["CellRunner", "MAX_CONSECUTIVE_FAILURES"]
 
-# A stream that fails this many times in a row stops; the cell is then an error, not a hang.
-MAX_CONSECUTIVE_FAILURES = 3
-# How often the engine's gauges are read inside the window (running / waiting: what it really ran).
-ENGINE_POLL_S = 0.25
 # After the window: how long requests sent inside it may take to get their first token — this many times
 # the longest TTFT the cell has seen, at least TTFT_WAIT_MIN_S, at most ramp_timeout_s.
 TTFT_WAIT_FACTOR = 2.0
@@ -53,9 +50,19 @@ class CellRunner:
     id_prefix: str = "imx"  # X-Request-Id = {id_prefix}-{context}-{n}-s{stream}-r{seq}: joins our records to the server's
     traits: EngineTraits = field(default_factory=EngineTraits)  # what the engine offers beyond the OpenAI API
     prefill_rates: PrefillRates = field(default_factory=PrefillRates)  # measured prefill rates: size warm-ups
+    watch: Any = None  # the run's WatchedTransport: the raw transport reports its connect failures there too
 
     def __post_init__(self) -> None:
         self.gauges = EngineGauges(self.client, self.base_url, self.headers, self.traits.metrics)
+        # Streams go through httpx (the default) or the raw asyncio reader (matrix.transport = "raw", docs/performance.md).
+        self.streams: Any = self.client
+        if self.matrix.transport == "raw":
+            self.streams = RawClient(connect_timeout_s=self.matrix.connect_timeout_s, idle_timeout_s=self.matrix.idle_timeout_s, watch=self.watch)
+
+    async def _close_streams(self) -> None:
+        """Close the raw transport's pooled connections (httpx's pool is the run's, closed with it)."""
+        if self.streams is not self.client:
+            await self.streams.aclose()
 
     @property
     def url(self) -> str:
@@ -73,6 +80,9 @@ class CellRunner:
     def request_id(self, kind: str, context: int, n: int, stream: int, seq: int) -> str:
         return f"{self.id_prefix}-{kind}-{context}-{n}-s{stream}-r{seq}"
 
+    def _count_path(self) -> tuple[str, ...]:
+        return tuple(self.traits.per_chunk_usage_path) if self.traits.per_chunk_usage else ()
+
     def _headers(self, request_id: str) -> dict[str, str]:
         return {**self.headers, "X-Request-Id": request_id}
 
@@ -87,14 +97,19 @@ class CellRunner:
         if read_timeout_s is not None:
             t = self.client.timeout
             timeout = httpx.Timeout(connect=t.connect, read=read_timeout_s, write=t.write, pool=t.pool)
-        body = orjson.dumps(self._body(prompt, max_tokens))
-        return await stream_request(self.client, self.url, body, record, headers=self._headers(rid), timeout=timeout)
+        body = encode_body(self._body(prompt, max_tokens))
+        try:
+            return await stream_request(self.streams, self.url, body, record, headers=self._headers(rid), timeout=timeout,
+                                        count_path=self._count_path())  # fmt: skip
+        finally:
+            if kind == "prefill":  # a probe stands alone: leave no raw connection open behind it
+                await self._close_streams()
 
     async def warm(self, context: int, prompts: list[Prompt]) -> list[RequestRecord]:
         """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it (core/run/warmup.py)."""
         self._phase("warm-up")
         done, plan = await warm_prompts(self, context, prompts, self.on_phase)
-        self.last_warm_plan = {"concurrency": plan.concurrency, "timeout_s": round(plan.timeout_s, 1)}
+        self.last_warm_plan: dict[str, float] | None = {"concurrency": plan.concurrency, "timeout_s": round(plan.timeout_s, 1)}
         return done
 
     async def measure(self, context_tokens: int, prompts: list[Prompt]) -> CellResult:
@@ -112,74 +127,78 @@ class CellRunner:
         by_stream: list[list[RequestRecord]] = [[] for _ in range(n)]
         dead: set[int] = set()
         closing = False  # the window has closed: no stream starts another request
-        bodies = [orjson.dumps(self._body(p, self.matrix.max_output)) for p in prompts]  # encoded once per prompt
+
+        count_path = self._count_path()
 
         async def worker(i: int) -> None:
-            failures = 0
-            seq = 0
-            while not closing:
-                rec = RequestRecord(stream_index=i, seq=seq, sent=time.monotonic())
+            body = encode_body(self._body(prompts[i], self.matrix.max_output))  # encoded once for every restart of this stream
+
+            async def send(rec: RequestRecord) -> RequestRecord:
+                rid = self.request_id("decode", context_tokens, n, i, rec.seq)
+                return await stream_request(self.streams, self.url, body, rec, headers=self._headers(rid), on_tokens=self.on_tokens,
+                                        count_path=count_path)  # fmt: skip
+
+            def begin(rec: RequestRecord) -> None:
                 records.append(rec)
                 by_stream[i].append(rec)
-                await stream_request(
-                    self.client, self.url, bodies[i], rec,
-                    headers=self._headers(self.request_id("decode", context_tokens, n, i, seq)), on_tokens=self.on_tokens,
-                )
-                seq += 1
-                if rec.outcome == "ok":
-                    failures = 0
-                    continue  # closed loop: restart at once with the same, already cached prompt
-                failures += 1
-                if failures >= MAX_CONSECUTIVE_FAILURES:
-                    dead.add(i)
-                    return
-                await anyio.sleep(0.2)
+
+            if not await run_stream(i, send, begin, lambda: not closing):
+                dead.add(i)
+
+        # Above matrix.client_workers_above streams the streams run in worker processes (docs/performance.md).
+        k = worker_count(n, self.matrix.client_workers_above, self.matrix.client_workers)
+        pool = WorkerPool(self._worker_spec(context_tokens, prompts), k, records, self.on_tokens) if k else None
 
         def started(i: int) -> bool:
+            if pool is not None:
+                return i in pool.started
             return any(r.first_token is not None for r in by_stream[i])
 
         ramp_ok = True
         before = await self.gauges.read()
-        monitor = ClientMonitor()
-        samples: list[EngineSample] = []
+        ramp_monitor, monitor = ClientMonitor(), ClientMonitor()
+        gauge_samples: list[GaugeSample] = []
         steady = None
 
-        async def watch_engine() -> None:
-            while True:  # the engine's running / waiting counts through the window: what it really ran
-                g = await self.gauges.read()
-                if g is None and self.gauges.state == "absent":
-                    return
-                if g is not None and g.running is not None:
-                    samples.append(EngineSample(time.monotonic(), g.running, g.waiting))
-                await anyio.sleep(ENGINE_POLL_S)
-
         async with anyio.create_task_group() as tg:
-            for i in range(n):
-                tg.start_soon(worker, i)
+            if pool is not None:
+                dead = pool.dead
+                tg.start_soon(pool.run)
+            else:
+                for i in range(n):
+                    tg.start_soon(worker, i)
             self._phase("ramp", time.monotonic() + self.matrix.ramp_timeout_s)
-            with anyio.move_on_after(self.matrix.ramp_timeout_s) as ramp:
-                while not all(started(i) for i in range(n)):
-                    if dead and len(dead) + sum(started(i) for i in range(n)) >= n:
-                        break
-                    await anyio.sleep(0.005)
-            ramp_ok = not ramp.cancelled_caught and not dead
-            if ramp_ok:
-                # Steady state: the engine itself runs all N and queues none (when it reports it).
-                steady = await self.gauges.wait_steady(n, self.matrix.steady_timeout_s)
+            async with anyio.create_task_group() as ramp_watch:
+                if self.matrix.check_client:  # every TTFT at high N is measured in the ramp: the client is watched there too
+                    ramp_watch.start_soon(ramp_monitor.sample)
+                with anyio.move_on_after(self.matrix.ramp_timeout_s) as ramp:
+                    while not all(started(i) for i in range(n)):
+                        if dead and len(dead) + sum(started(i) for i in range(n)) >= n:
+                            break
+                        await anyio.sleep(0.005)
+                ramp_ok = not ramp.cancelled_caught and not dead
+                if ramp_ok:
+                    # Steady state: the engine itself runs all N and queues none (when it reports it).
+                    steady = await self.gauges.wait_steady(n, self.matrix.steady_timeout_s)
+                ramp_watch.cancel_scope.cancel()
             window_start = time.monotonic()
             self._phase("measure", window_start + self.matrix.duration_s)
             if ramp_ok:
                 async with anyio.create_task_group() as watchers:
                     if self.matrix.check_client:
                         watchers.start_soon(monitor.sample)
-                    watchers.start_soon(watch_engine)
+                    watchers.start_soon(self.gauges.watch, gauge_samples)  # at most once a second (docs/performance.md)
                     await anyio.sleep(self.matrix.duration_s)
                     watchers.cancel_scope.cancel()
             window_end = time.monotonic()
             closing = True
-            if ramp_ok:
+            if pool is not None:  # the workers wait for their first tokens the same way, then hand over their records
+                await pool.stop(window_end, self._ttft_wait_bound(records) if ramp_ok else 0.0)
+            elif ramp_ok:
                 await self._await_first_tokens(records, window_end)
             tg.cancel_scope.cancel()  # close every open stream: the server aborts them
+        await self._close_streams()
+        samples = [EngineSample(s.t, s.gauges.running, s.gauges.waiting) for s in gauge_samples if s.gauges.running is not None]
 
         count = getattr(self.tokenizer, "count_output", None)
         # Tokenizer fallback first, so the numbers below are computed once, from the corrected counts.
@@ -196,17 +215,32 @@ class CellRunner:
             result.flags["warmup_plan"] = self.last_warm_plan
         self._judge_admission(result, steady, samples, before, after)
         if self.matrix.check_client and ramp_ok:
-            load = monitor.result()
-            result.flags["client"] = load.as_dict()
-            if load.bound and result.status == "valid":
-                result.status, result.reason = "client_bound", "; ".join(load.why)
+            verdict = client_verdict(
+                n, records, (window_start, window_end), window_load=worst([monitor.result(), *(pool.loads if pool else [])]),
+                ramp_load=ramp_monitor.result(), engine=gauge_samples, ttft_ms=result.ttft_ms, tbt_ms=result.tbt_ms,
+                edge_lag=edge_lag_ms([*ramp_monitor.ticks, *monitor.ticks, *(pool.ticks if pool else [])], (window_start, window_end)),
+            )
+            result.flags["client"] = {**verdict.as_dict(), "worker_processes": k}
+            if verdict.bound and result.status == "valid":
+                result.status, result.reason = "client_bound", "; ".join(verdict.why)
         return result
+
+    def _worker_spec(self, context_tokens: int, prompts: list[Prompt]) -> WorkerSpec:
+        n = len(prompts)
+        template = {i: self.request_id("decode", context_tokens, n, i, 0).replace("{", "{{").replace("}", "}}")[:-1] + "{seq}" for i in range(n)}
+        bodies = {i: encode_body(self._body(p, self.matrix.max_output)) for i, p in enumerate(prompts)}
+        return WorkerSpec(url=self.url, transport=self.matrix.transport, connect_timeout_s=self.matrix.connect_timeout_s,
+                          idle_timeout_s=self.matrix.idle_timeout_s, streams=bodies, headers={i: self.headers for i in range(n)},
+                          id_template=template, count_path=self._count_path())  # fmt: skip
+
+    def _ttft_wait_bound(self, records: list[RequestRecord]) -> float:
+        seen = [r.first_token - r.sent for r in records if r.first_token is not None]
+        return min(self.matrix.ramp_timeout_s, max(TTFT_WAIT_MIN_S, TTFT_WAIT_FACTOR * max(seen, default=0.0)))
 
     async def _await_first_tokens(self, records: list[RequestRecord], window_end: float) -> None:
         """Requests sent before the window closed still get their first token (bounded), so a restart whose
         first token lands after the window is measured, not dropped (docs/metrics.md, ``ttft_ms``)."""
-        seen = [r.first_token - r.sent for r in records if r.first_token is not None]
-        bound = min(self.matrix.ramp_timeout_s, max(TTFT_WAIT_MIN_S, TTFT_WAIT_FACTOR * max(seen, default=0.0)))
+        bound = self._ttft_wait_bound(records)
 
         def pending() -> bool:
             return any(r.first_token is None and r.ended is None and r.sent <= window_end for r in records)
@@ -252,8 +286,9 @@ class CellRunner:
         self._phase("verdict")
         looped = 0
         for r in records:
-            if r.text or r.output_tokens:  # an empty or invisible output with many tokens is judged too
-                findings = [f for f in self.pm.hook.detect_loop(text=r.text, output_tokens=r.output_tokens, config=self.loops) if f]
+            tokens = max(r.output_tokens, r.final_usage_tokens or 0)  # the server's count where it gave one
+            if r.text or tokens:  # an empty or invisible output with many tokens is judged too
+                findings = [f for f in self.pm.hook.detect_loop(text=r.text, output_tokens=tokens, config=self.loops) if f]
                 if findings:
                     r.loop = findings[0]
                     looped += 1

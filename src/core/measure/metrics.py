@@ -14,17 +14,27 @@ def median_or_none(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def request_rate(record: RequestRecord, start: float, end: float) -> tuple[int, float] | None:
-    """(tokens after the first in-window chunk, seconds from first to last in-window chunk), if ≥ 2 chunks.
+# Chunks read within this long of the request's first in-window chunk arrived together with it (one network
+# read, or one burst after the client or the network stalled): the rate is measured from the last of them.
+ARRIVAL_GROUP_S = 0.0005
 
-    With one token per chunk this is (tokens − 1, t_last − t_first); with multi-token chunks the first
-    chunk's tokens are left out, since they arrived at t_first and took no measured time.
+
+def request_rate(record: RequestRecord, start: float, end: float) -> tuple[int, float] | None:
+    """(tokens after the first in-window arrival, seconds from it to the last in-window chunk), if any.
+
+    With one token per chunk and one chunk per read this is (tokens − 1, t_last − t_first); with
+    multi-token chunks the first chunk's tokens are left out, since they arrived at t_first and took no
+    measured time — and so are those of chunks that arrived together with it (``ARRIVAL_GROUP_S``): a
+    burst after a stall holds chunks the server emitted before the window, stamped as if inside it.
     """
     inside = [(t, n) for t, n in record.events if start <= t <= end]
-    if len(inside) < 2:
+    first = 0
+    while first + 1 < len(inside) and inside[first + 1][0] - inside[0][0] <= ARRIVAL_GROUP_S:
+        first += 1
+    if len(inside) - first < 2:
         return None
-    span = inside[-1][0] - inside[0][0]
-    tokens = sum(n for _, n in inside[1:])
+    span = inside[-1][0] - inside[first][0]
+    tokens = sum(n for _, n in inside[first + 1 :])
     if span <= 0 or tokens <= 0:
         return None
     return tokens, span
@@ -45,7 +55,9 @@ def ttft_populations(records: list[RequestRecord], end: float) -> tuple[list[flo
     *Restart*: every later request of a stream sent before the window closed; the cell waits (bounded)
     for their first tokens, so a restart whose first token lands after the window is not dropped.
     """
-    burst, restart, missing = [], [], 0
+    burst: list[float] = []
+    restart: list[float] = []
+    missing = 0
     for r in records:
         if r.sent > end:
             continue
@@ -106,7 +118,7 @@ def window_stats(records: list[RequestRecord], start: float, end: float) -> Wind
     ]
     active_s = 0.0
     for r in records:
-        lo = max(r.sent, start)
+        lo = max(r.opened if r.opened is not None else r.sent, start)  # in flight from the client's first step
         hi = min(r.ended if r.ended is not None else end, end)
         if hi > lo:
             active_s += hi - lo

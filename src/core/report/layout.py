@@ -230,6 +230,12 @@ def header_sections(d: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
     ]
     if tokenizer:
         runinfo.insert(-2, ("Prompt lengths", f"counted by {tokenizer}"))
+    temperature = d.setting("temperature", "matrix", "temperature")
+    if isinstance(temperature, (int, float)):
+        runinfo.insert(-2, ("Temperature", "0 (greedy)" if temperature == 0 else f"{temperature:g}"))
+    overhead = run.get("client_overhead_ms")
+    if isinstance(overhead, (int, float)):
+        runinfo.insert(-2, ("Client overhead", f"{overhead:.1f} ms round trip of an empty request (inside every TTFT, not subtracted)"))
     if run.get("source") or run.get("imported_at"):
         imported = f"imported {fmt_time(run['imported_at'])}" if run.get("imported_at") else ""
         runinfo.insert(2, ("Source", " · ".join(x for x in (run.get("source"), imported) if x)))

@@ -14,6 +14,7 @@ median round trip of that empty request (``GET /v1/models``), stored per run.
 
 from __future__ import annotations
 
+import secrets
 import statistics
 import time
 from typing import Any
@@ -47,8 +48,9 @@ async def probe_prefill(runner: CellRunner, workload: Any, ctx: int, max_model_l
     if on_phase is not None:
         on_phase("prompts", None)
     k = runner.matrix.prefill_samples
-    # Never-seen prefixes (run id + probe number + nonce), so nothing of them is in the prefix cache: cold requests.
-    prompts = [await workload.prompt(target, f"{run_id}/prefill/{ctx}/{i}/{time.time_ns()}", distinct=True) for i in range(k + 1)]
+    # Never-seen prefixes, so nothing of them is in the prefix cache: cold requests. A random nonce comes first in
+    # the key, so probes of one length differ from their first KV block on (a prefix cache matches whole blocks).
+    prompts = [await workload.prompt(target, f"{secrets.token_hex(4)}/{run_id}/prefill/{ctx}/{i}", distinct=True) for i in range(k + 1)]
     samples: list[PrefillSample] = []
     for i, prompt in enumerate(prompts):
         if on_phase is not None:

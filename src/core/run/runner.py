@@ -318,7 +318,7 @@ async def _run_matrix(
         f"KV {capacity.kv_tokens if capacity.kv_tokens is not None else 'unlimited'} tokens ({capacity.source})"
     )
     runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops,
-                        pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits)  # fmt: skip
+                        pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits, watch=transport)  # fmt: skip
     gauges_state = _record_gauges(store, run_id, runner, traits, await start_up(engine, client, transport, console, lambda phase: runner.gauges.probe()), console)
     gpu = GpuSampler(interval_s=1.0)  # power, clocks, memory, utilisation per GPU, once a second, per cell
     prompts: dict[tuple[int, int], Prompt] = {}
@@ -327,7 +327,8 @@ async def _run_matrix(
 
     async def prompt_for(ctx: int, stream: int) -> Prompt:
         if (ctx, stream) not in prompts:
-            prompts[(ctx, stream)] = await workload.prompt(ctx, f"decode/{ctx}/s{stream}")
+            # The stream first: the key's first tokens are what keeps the prompts' first KV blocks apart.
+            prompts[(ctx, stream)] = await workload.prompt(ctx, f"s{stream}/decode/{ctx}")
         return prompts[(ctx, stream)]
 
     async def ensure_up() -> None:

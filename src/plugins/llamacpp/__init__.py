@@ -1,0 +1,1 @@
+"""The built-in ``llamacpp`` engine: llama.cpp's ``llama-server``."""

@@ -1,0 +1,195 @@
+"""The ``llamacpp`` engine kind: launch ``llama-server`` (llama.cpp's OpenAI-compatible server) as a
+child process group, or attach to one; describe it from ``/props``, ``/slots`` and ``/v1/models``;
+read its capacity from the slots; erase its slots' caches.
+
+llama-server is a native binary (scripts/setup-engine.sh llama-cpp builds one): nothing of it is
+imported here, it is only started as a command and asked over HTTP.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+from infermatrix.plugin import (
+    Capacity,
+    EngineInfo,
+    EngineTraits,
+    HttpCall,
+    LaunchedEngine,
+    MetricNames,
+    TokenizeAPI,
+    detect_hardware,
+    hookimpl,
+)
+from infermatrix.plugins.llamacpp.config import LlamaCppEngineConfig, expand_path
+from infermatrix.plugins.llamacpp.describe import describe_llamacpp, llamacpp_capacity
+
+__all__ = ["LlamaCppEngine", "LlamaCppEngineConfig", "LLAMACPP_TRAITS", "LlamaTokenizeAPI", "register_engines"]
+
+
+@dataclass(frozen=True)
+class LlamaTokenizeAPI(TokenizeAPI):
+    """llama-server's ``POST /tokenize``: ``{"content": text, "add_special": bool}`` -> ``{"tokens": [...]}``.
+
+    Its ``add_special`` defaults to false, while a completion request's prompt is tokenized with
+    special tokens (BOS where the model adds one): so it is always sent, true when counting prompts.
+    There is no chat template here (``/apply-template`` is a separate call), hence ``chat=False``.
+    """
+
+    path: str = "/tokenize"
+    text_field: str = "content"
+    send_model: bool = False
+    chat: bool = False
+    special_tokens_field: str | None = "add_special"
+    tokens_field: str = "tokens"
+
+    def text_body(self, model: str, text: str, *, special_tokens: bool = True) -> dict[str, Any]:
+        return {self.text_field: text, "add_special": special_tokens}
+
+
+# llama-server's Prometheus page (needs --metrics; the launcher always passes it). There is no
+# KV-usage gauge and no preemption counter. Its token counters move when a request ends (a slot is
+# released), not token by token.
+LLAMACPP_METRICS = MetricNames(
+    running="llamacpp:requests_processing",
+    waiting="llamacpp:requests_deferred",
+    generated_tokens="llamacpp:tokens_predicted_total",
+    prompt_tokens="llamacpp:prompt_tokens_total",
+    spec_draft_tokens="llamacpp:spec_decode_num_draft_tokens_total",
+    spec_accepted_tokens="llamacpp:spec_decode_num_accepted_tokens_total",
+)
+
+LLAMACPP_TRAITS = EngineTraits(
+    metrics=LLAMACPP_METRICS,
+    tokenize=LlamaTokenizeAPI(),
+    version_path=None,  # no /version: the build is /props' build_info
+    # No usage in streamed chunks (only in the last one), but with "timings_per_token" every chunk
+    # carries timings.predicted_n: the tokens generated so far, which is what per-chunk usage means.
+    per_chunk_usage=True,
+    per_chunk_usage_fields={"timings_per_token": True},
+    per_chunk_usage_path=("timings", "predicted_n"),
+    ignore_eos=True,  # the native "ignore_eos" field, accepted on the OpenAI endpoints
+    prefix_cache_reset=HttpCall("POST", "/slots/{slot_id}?action=erase"),  # per slot: see erase_slots()
+    abort=None,  # closing the stream cancels the request
+)
+
+
+class LlamaCppEngine(LaunchedEngine):
+    traits = LLAMACPP_TRAITS
+
+    def __init__(self, config: LlamaCppEngineConfig, workdir: Path):
+        super().__init__(config, workdir, host=config.host, port=config.port)
+        self.config: LlamaCppEngineConfig = config
+        self.started_at: float | None = None
+        self.startup_s: float | None = None
+        self.props: dict[str, Any] = {}
+        self.slots: list[dict[str, Any]] | None = None
+
+    # ---- launching ------------------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        c = self.config
+        argv = [expand_path(c.executable), "-m", expand_path(c.model_source or "")]
+        if c.model:
+            argv += ["--alias", c.model]
+        argv += ["--host", c.host, "--port", str(self.port)]
+        if self.api_key:
+            argv += ["--api-key", self.api_key]
+        # --metrics: the gauges steady state and token reconciliation read; /slots is on by default.
+        return argv + ["--metrics"] + c.args.flags()
+
+    def env(self) -> dict[str, str]:
+        return dict(self.config.env)
+
+    async def start(self) -> None:
+        self.started_at = time.monotonic()
+        await super().start()
+
+    async def wait_ready(self, client: httpx.AsyncClient, timeout_s: float) -> None:
+        """Ready when ``/health`` answers 200 (503 while the model loads) and ``/v1/models`` answers."""
+        await super().wait_ready(client, timeout_s)
+        if self.started_at is not None and not self.attach and self.startup_s is None:
+            self.startup_s = round(time.monotonic() - self.started_at, 1)
+
+    # ---- describing -----------------------------------------------------------------------
+
+    async def _get_json(self, client: httpx.AsyncClient, path: str) -> Any:
+        try:
+            r = await client.get(f"{self.base_url}{path}", headers=self.headers, timeout=10)
+            return r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    async def read_server_state(self, client: httpx.AsyncClient) -> None:
+        """``/props`` and ``/slots`` (``/slots`` answers 501 when started with ``--no-slots``)."""
+        props = await self._get_json(client, "/props")
+        slots = await self._get_json(client, "/slots")
+        self.props = props if isinstance(props, dict) else {}
+        self.slots = slots if isinstance(slots, list) else None
+
+    def _flags(self) -> dict[str, Any]:
+        """The launch flags describe_llamacpp reads ({} when attached: nothing is known)."""
+        if self.attach:
+            return {}
+        a = self.config.args
+        return {"unified": a.unified_kv(), "speculative": a.speculative(), **a.model_dump(exclude={"extra_args"})}
+
+    async def describe(self, client: httpx.AsyncClient) -> EngineInfo:
+        info = await super().describe(client)
+        await self.read_server_state(client)
+        models = await self._get_json(client, "/v1/models") or {}
+        entries: list[dict[str, Any]] = models.get("data") or [] if isinstance(models, dict) else []
+        entry: dict[str, Any] = next((m for m in entries if m.get("id") == info.model), {})
+        info.version = self.props.get("build_info") or info.version
+        extra = describe_llamacpp(self.props, self.slots, entry, self._flags())
+        if info.max_model_len is None:  # one request can use at most its slot's context
+            slot_ctx = extra.get("slot_n_ctx")
+            info.max_model_len = slot_ctx if isinstance(slot_ctx, int) else None
+        info.extra.update(extra)
+        info.extra["model_source"] = expand_path(self.config.model_source) if self.config.model_source and not self.attach else extra.get("model_path")
+        info.extra["startup_s"] = self.startup_s
+        info.extra["attached"] = self.attach
+        if not self.attach:
+            info.hardware = await anyio.to_thread.run_sync(detect_hardware)
+            if info.extra.get("backend") is None:
+                info.extra["backend"] = "gpu" if info.hardware.get("gpu_count") else "cpu"
+        return info
+
+    async def read_capacity(self, client: httpx.AsyncClient) -> Capacity | None:
+        if not self.props:
+            await self.read_server_state(client)
+        return llamacpp_capacity(self.props, self.slots, None if self.attach else self.config.args.unified_kv())
+
+    # ---- cache ----------------------------------------------------------------------------
+
+    async def erase_slots(self, client: httpx.AsyncClient) -> int:
+        """Erase every slot's cached prompt (``POST /slots/{id}?action=erase``); how many were erased.
+
+        llama-server has no one-call prefix-cache reset: each slot keeps its own last prompt.
+        """
+        await self.read_server_state(client)
+        ids = [s.get("id") for s in self.slots or [] if isinstance(s, dict) and s.get("id") is not None]
+        if not ids:
+            ids = list(range(int(self.props.get("total_slots") or 0)))
+        call = self.traits.prefix_cache_reset
+        assert call is not None
+        erased = 0
+        for slot_id in ids:
+            r = await client.request(call.method, f"{self.base_url}{call.path.format(slot_id=slot_id)}", headers=self.headers, timeout=10)
+            erased += r.status_code == 200
+        return erased
+
+
+# ---- hooks ------------------------------------------------------------------------------------
+
+
+@hookimpl
+def register_engines(register: Any) -> None:
+    register(LlamaCppEngineConfig, LlamaCppEngine)
+

@@ -1,0 +1,209 @@
+"""Real llama.cpp on CPU, end to end: ``infermatrix run`` launches llama-server with the tiny GGUF,
+describes it, reads its capacity from its slots, runs prefill probes and the decode matrix into
+DuckDB and stops it, leaving nothing running; an attached run's stored token counts agree with
+llama-server's own /metrics counters; erasing the slots empties their caches."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import duckdb
+import httpx
+import pytest
+from llamacpp_helpers import KEY_VAR, TINY_CONFIG, cli, launch_args, processes_using
+
+from infermatrix.core.config import load_config
+from infermatrix.core.engine.contract import free_port
+from infermatrix.core.engine.prometheus import metric_value
+from infermatrix.plugins.llamacpp.config import LlamaCppEngineConfig
+from infermatrix.plugins.llamacpp.plugin import LlamaCppEngine
+from infermatrix.plugins.workload import tolerance
+
+pytestmark = [pytest.mark.llamacpp, pytest.mark.slow, pytest.mark.timeout(600)]
+
+MEASURED = ("valid", "client_bound")  # both carry numbers; on 2 shared cores the client may set the pace
+
+
+@dataclass
+class Run:
+    proc: subprocess.CompletedProcess
+    db: Path
+    key: str
+    gguf: Path
+    seconds: float
+    left_running: list[str]
+
+
+@pytest.fixture(scope="module")
+def run(llama_server, tiny_gguf, tmp_path_factory) -> Run:
+    """``infermatrix run configs/llamacpp-cpu-tiny.toml``: launch, prefill, matrix, store, shutdown — once."""
+    db = tmp_path_factory.mktemp("llama-run") / "results.duckdb"
+    key = "imx-" + secrets.token_hex(12)
+    args = launch_args(llama_server, tiny_gguf, "--set", f"engine.api_key_env={KEY_VAR}", "--set", "matrix.duration_s=2")
+    t0 = time.monotonic()
+    proc = cli("run", str(TINY_CONFIG), "--db", str(db), *args, env={KEY_VAR: key}, timeout=540)
+    r = Run(proc, db, key, tiny_gguf, time.monotonic() - t0, processes_using(str(tiny_gguf)))
+    assert proc.returncode == 0, f"infermatrix run failed:\n{proc.stderr[-3000:]}"
+    return r
+
+
+@pytest.fixture(scope="module")
+def db(run):
+    con = duckdb.connect(str(run.db), read_only=True)
+    yield con
+    con.close()
+
+
+def _row(con, sql, *params):
+    cur = con.execute(sql, list(params))
+    names = [d[0] for d in cur.description]
+    return dict(zip(names, cur.fetchone()))
+
+
+def _json(value):
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def test_run_completes_and_stops_every_process(run):
+    assert "run id:" in run.proc.stdout
+    assert run.left_running == [], f"llama-server still running after the run: {run.left_running}"
+    print(f"llama.cpp e2e run took {run.seconds:.0f} s")
+
+
+def test_run_records_what_llama_server_is(run, db):
+    r = _row(db, "SELECT * FROM runs")
+    assert (r["engine"], r["model"], r["status"]) == ("llamacpp", "tiny", "completed")
+    assert r["engine_version"].startswith("b")  # /props build_info, e.g. b1-abc1234
+    assert r["max_model_len"] == 6144  # one slot's n_ctx: with a unified cache, the whole pool
+    extra = _json(r["engine_extra"])
+    assert (extra["total_slots"], extra["slot_n_ctx"], extra["kv_unified"]) == (8, 6144, True)
+    assert extra["backend"] == "cpu" and extra["speculative_method"] == "none" and extra["n_vocab"] == 2048
+    assert extra["model_source"] == str(run.gguf) and 0 < extra["startup_s"] < 120
+    cmd = r["launch_command"]
+    assert "--metrics" in cmd and "-np 8" in cmd and "--api-key <redacted>" in cmd
+    metrics = _json(r["engine_metrics"])
+    assert metrics["found"] is True and metrics["metrics"]["running"] == "llamacpp:requests_processing"
+
+
+def test_capacity_from_slots_and_the_cells_that_do_not_fit(run, db):
+    r = _row(db, "SELECT kv_tokens, max_seqs, capacity_source FROM runs")
+    assert (r["kv_tokens"], r["max_seqs"]) == (6144, 8) and "/slots" in r["capacity_source"]
+    m = load_config(TINY_CONFIG)["matrix"]
+    rows = db.execute("SELECT context_tokens, concurrency, status FROM decode_matrix").fetchall()
+    assert len(rows) == 12
+    over = {(c, n) for c, n, s in rows if s == "over_capacity"}
+    assert over == {(c, n) for c, n, _ in rows if n * (c + m["max_output"]) > 6144} and 0 < len(over) < len(rows)
+
+
+def test_measured_cells_have_numbers_that_agree_with_the_engine_counters(run, db):
+    cells = db.execute(
+        "SELECT context_tokens, concurrency, status, total_tps, ttft_ms, output_tokens, token_source, prompt_tokens, flags "
+        "FROM cells WHERE status <> 'over_capacity'"
+    ).fetchall()
+    assert len(cells) == 9
+    for c, n, status, tps, ttft, out, source, prompt, flags in cells:
+        assert status in MEASURED, (c, n, status)
+        assert tps > 0 and ttft > 0 and out > 0, (c, n)
+        assert source == "usage", (c, n)  # timings.predicted_n in every chunk: the server's own count
+        assert abs(prompt - c) <= tolerance(c), (c, prompt)
+        tokens = _json(flags)["tokens"]
+        # llamacpp:tokens_predicted_total read before and after the cell, against the streamed counts
+        assert tokens["engine"] is not None and tokens["usage"] is not None, (c, n, tokens)
+        assert tokens["agree"], (c, n, tokens)
+
+
+def test_prefill_probes_hit_their_lengths(run, db):
+    rows = db.execute("SELECT context_tokens, prompt_tokens, prompt_tps, ttft_ms, status FROM prefill_list").fetchall()
+    assert sorted(r[0] for r in rows) == [256, 1024, 2048]
+    for ctx, prompt, tps, ttft, status in rows:
+        assert status == "valid" and abs(prompt - ctx) <= tolerance(ctx) and tps > 0 and ttft > 0
+
+
+def test_no_secret_anywhere(run, db):
+    dumped = []
+    for (table,) in db.execute("SELECT table_name FROM information_schema.tables").fetchall():
+        dumped.append(str(db.execute(f'SELECT * FROM "{table}"').fetchall()))
+    assert run.key not in "".join(dumped)
+    for path in run.db.parent.rglob("*"):
+        if path.is_file() and path.suffix != ".duckdb":
+            assert run.key.encode() not in path.read_bytes(), f"API key found in {path}"
+    assert run.key not in run.proc.stdout + run.proc.stderr
+
+
+# ---- a server this test runs: infermatrix attaches, /metrics is read after the run ---------------
+
+
+@pytest.fixture
+def own_server(llama_server, tiny_gguf, tmp_path):
+    port = free_port()
+    log = (tmp_path / "llama-server.log").open("w")
+    argv = [llama_server, "-m", str(tiny_gguf), "--alias", "tiny", "--port", str(port), "--metrics", "-c", "6144", "-np", "8", "--kv-unified", "-ngl", "0"]
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # ready = /health answers 200 (503 while loading)
+            assert proc.poll() is None, (tmp_path / "llama-server.log").read_text()[-2000:]
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "llama-server not ready in 60 s"
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def test_attached_run_matches_llama_server_metrics(own_server, tmp_path):
+    def counter(name: str) -> float:
+        value = metric_value(httpx.get(f"{own_server}/metrics", timeout=10).text, name)
+        assert value is not None, name
+        return value
+
+    before = counter("llamacpp:tokens_predicted_total")
+    db = tmp_path / "attach.duckdb"
+    proc = cli("run", "--engine", "llamacpp", "--base-url", own_server, "--model", "tiny", "--db", str(db),
+               "--contexts", "256", "--concurrency", "1,4", "--prefill-contexts", "256", "--duration", "2",
+               "--no-loop-detection", "--api", "completions", timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    generated = counter("llamacpp:tokens_predicted_total") - before
+    with duckdb.connect(str(db), read_only=True) as con:
+        stored = con.execute("SELECT sum(output_tokens) FROM requests").fetchone()[0]
+        cells = con.execute("SELECT concurrency, status FROM cells").fetchall()
+        extra = _json(con.execute("SELECT engine_extra FROM runs").fetchone()[0])
+    assert sorted(cells) == [(1, "valid"), (4, "valid")] or all(s in MEASURED for _, s in cells), cells
+    # Beyond what was streamed and stored, the server generated: one token per warm-up request and
+    # per prefill probe, and at most one token per stream cut at each window's end.
+    slack = sum(n for n, _ in cells) * 2 + 1
+    assert stored > 0 and stored <= generated <= stored + slack, (stored, generated, slack)
+    assert extra["attached"] is True and extra["kv_unified"] is None and extra["total_slots"] == 8
+
+
+def test_erase_slots_empties_their_caches(own_server, tmp_path):
+    engine = LlamaCppEngine(LlamaCppEngineConfig(base_url=own_server, model="tiny"), tmp_path)
+
+    async def go() -> tuple[list[int], int, list[int]]:
+        async with httpx.AsyncClient() as client:
+            r = await client.post(f"{own_server}/v1/completions", json={"model": "tiny", "prompt": "the river " * 50, "max_tokens": 4})
+            assert r.status_code == 200
+            cached = [s.get("n_prompt_tokens", 0) for s in (await client.get(f"{own_server}/slots")).json()]
+            erased = await engine.erase_slots(client)
+            after = [s.get("n_prompt_tokens", 0) for s in (await client.get(f"{own_server}/slots")).json()]
+            return cached, erased, after
+
+    cached, erased, after = anyio.run(go)
+    assert max(cached) > 50 and erased == 8 and after == [0] * 8, (cached, erased, after)

@@ -1,0 +1,81 @@
+"""Engines as equals, for real: a llama.cpp run beside a vLLM run of the same tiny model (same
+tokenizer, same matrix, same prompts) in one DuckDB, and ``infermatrix compare`` lines them up cell
+by cell with no method warning — the two were measured the same way."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import duckdb
+import pytest
+from llamacpp_helpers import ROOT, TINY_CONFIG, cli, launch_args, processes_using
+
+pytestmark = [pytest.mark.llamacpp, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+VLLM_CONFIG = ROOT / "configs" / "vllm-cpu-tiny.toml"
+VLLM_VAR = "INFERMATRIX_VLLM_PYTHON"
+MODEL_VAR = "INFERMATRIX_TINY_MODEL"
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> str:
+    py = os.environ.get(VLLM_VAR)
+    if not py or not Path(py).is_file():
+        pytest.skip(f"vLLM not installed: set {VLLM_VAR} (scripts/setup-engine.sh vllm-cpu prints it)")
+    probe = subprocess.run([py, "-c", "import vllm"], capture_output=True, text=True, timeout=180)
+    if probe.returncode != 0:
+        pytest.skip(f"{VLLM_VAR}={py} cannot import vllm: {probe.stderr.strip().splitlines()[-1:]}")
+    return py
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_gguf) -> Path:
+    """The model directory the GGUF was written from (scripts/setup-engine.sh keeps them together)."""
+    path = Path(os.environ.get(MODEL_VAR) or "~/.cache/infermatrix/tiny-qwen2").expanduser()
+    if not (path / "tokenizer.json").is_file():
+        pytest.skip(f"tiny model not found at {path}: set {MODEL_VAR} (scripts/setup-engine.sh prints it)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def both(vllm_python, tiny_model, llama_server, tiny_gguf, tmp_path_factory):
+    db = tmp_path_factory.mktemp("engines") / "both.duckdb"
+    short = ("--set", "matrix.duration_s=2")
+    v = cli("run", str(VLLM_CONFIG), "--db", str(db), "--set", f"engine.python={vllm_python}",
+            "--set", f"engine.model_source={tiny_model}", *short, timeout=900)  # fmt: skip
+    assert v.returncode == 0, f"vLLM run failed:\n{v.stderr[-3000:]}"
+    lc = cli("run", str(TINY_CONFIG), "--db", str(db), *launch_args(llama_server, tiny_gguf, *short), timeout=540)
+    assert lc.returncode == 0, f"llama.cpp run failed:\n{lc.stderr[-3000:]}"
+    assert processes_using(str(tiny_gguf)) == [] and processes_using(str(tiny_model)) == []
+    with duckdb.connect(str(db), read_only=True) as con:
+        runs = dict(con.execute("SELECT engine, run_id FROM runs").fetchall())
+    return db, runs
+
+
+def test_same_prompts_counted_the_same_by_both_engines(both):
+    db, runs = both
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT a.context_tokens, a.concurrency, a.prompt_tokens, b.prompt_tokens FROM cells a JOIN cells b "
+            "USING (context_tokens, concurrency) WHERE a.run_id = ? AND b.run_id = ? AND a.status <> 'over_capacity'",
+            [runs["vllm"], runs["llamacpp"]],
+        ).fetchall()
+        sources = con.execute("SELECT engine, token_source, kv_tokens, max_seqs FROM runs ORDER BY engine").fetchall()
+    assert len(rows) == 9
+    for ctx, n, p_vllm, p_llama in rows:  # each server's own usage.prompt_tokens
+        assert p_vllm == p_llama, (ctx, n, p_vllm, p_llama)
+    assert sources == [("llamacpp", "usage", 6144, 8), ("vllm", "usage", 6144, 8)]
+
+
+def test_compare_shows_both_with_no_method_warning(both):
+    db, runs = both
+    proc = cli("compare", runs["vllm"], runs["llamacpp"], "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    print(out)
+    assert "vllm" in out and "llamacpp" in out
+    assert "method differs" not in out and "Not recorded" not in out
+    md = cli("compare", runs["vllm"], runs["llamacpp"], "--db", str(db), "--format", "markdown")
+    assert md.returncode == 0 and "method differs" not in md.stdout, md.stderr
