@@ -126,6 +126,11 @@ def partial_cell(ctx: int, n: int, status: str, reason: str, started_at: float, 
 
 def cell_detail(r: CellResult) -> str:
     if r.status == "valid":
-        text = f"{r.total_tps:,.1f} tok/s total, {r.per_request_tps:,.1f}/req, TTFT {r.ttft_ms:,.0f} ms, TBT {r.tbt_ms:.1f} ms"
-        return text
+        # Any of these can be unknown in a valid cell (e.g. no request spanned the minimum for a rate).
+        return (f"{_num(r.total_tps, ',.1f')} tok/s total, {_num(r.per_request_tps, ',.1f')}/req, "
+                f"TTFT {_num(r.ttft_ms, ',.0f')} ms, TBT {_num(r.tbt_ms, '.1f')} ms")  # fmt: skip
     return r.reason or ""
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
