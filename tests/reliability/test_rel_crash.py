@@ -6,6 +6,7 @@ import pytest
 import signal
 
 from rel_helpers import (
+    PACE_FREE_ARGS,
     Cli, Sim, assert_nothing_left, cells, free_port, query, run_cli, run_row, sim_config, write_profile,
 )
 
@@ -48,7 +49,7 @@ def test_attached_endpoint_comes_back(tmp_path):
         db = tmp_path / "r.duckdb"
         cli = Cli("run", "--engine", "openai", "--base-url", first.base_url, "--model", "sim-tiny", "--contexts", "1K",
                   "--concurrency", "1,2", "--duration", "1.5", "--max-output", "16", "--db", str(db),
-                  "--set", "engine.reconnect_timeout_s=60", "--set", "matrix.check_client=false", cwd=tmp_path)  # fmt: skip
+                  "--set", "engine.reconnect_timeout_s=60", "--set", "matrix.check_client=false", *PACE_FREE_ARGS, cwd=tmp_path)  # fmt: skip
         cli.wait_stderr(r"waiting up to 60 s for http://127\.0\.0\.1:\d+ to come back", timeout=60)
         assert first.proc.wait(10) == 3
         second = Sim(write_profile(tmp_path / "fine.json"), tmp_path / "sim.log", port=port)
@@ -77,7 +78,7 @@ def test_attached_endpoint_gone_for_good_then_resumed(tmp_path):
         db = tmp_path / "r.duckdb"
         proc = run_cli("run", "--engine", "openai", "--base-url", first.base_url, "--model", "sim-tiny",
                        "--contexts", "1K", "--concurrency", "1,2", "--duration", "1.5", "--max-output", "16",
-                       "--db", str(db), "--set", "engine.reconnect_timeout_s=1", "--set", "matrix.check_client=false",
+                       "--db", str(db), "--set", "engine.reconnect_timeout_s=1", "--set", "matrix.check_client=false", *PACE_FREE_ARGS,
                        cwd=tmp_path)  # fmt: skip
         assert proc.returncode == 1, proc.stderr[-3000:]
         line = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]

@@ -7,7 +7,7 @@ import json
 
 import httpx
 import pytest
-from rel_helpers import Sim, assert_nothing_left, cells, query, run_cli, run_row, write_profile
+from rel_helpers import PACE_FREE_ARGS, Sim, assert_nothing_left, cells, query, run_cli, run_row, write_profile
 
 from infermatrix.plugins.sim.faults import FaultState, SimFaults
 
@@ -44,7 +44,7 @@ def faulty_run(tmp_path_factory):
         proc = run_cli(
             "run", "--engine", "openai", "--base-url", sim.base_url, "--model", "sim-tiny", "--contexts", "1K",
             "--concurrency", "1,2", "--duration", "3", "--max-output", "16", "--db", str(db),
-            "--set", "matrix.idle_timeout_s=1", "--set", "matrix.check_client=false", cwd=tmp,
+            "--set", "matrix.idle_timeout_s=1", "--set", "matrix.check_client=false", *PACE_FREE_ARGS, cwd=tmp,
         )
         yield tmp, db, proc
     finally:

@@ -180,6 +180,9 @@ async def execute_run(
             outcome.status = "interrupted" if work.cancelled_caught else "completed"
         except EngineError as exc:
             outcome.status, outcome.error = "failed", engine.redact(str(exc)) if engine else str(exc)
+        except (EngineDown, StepFailed) as exc:  # a guarded step the loop does not handle itself: the run stops, cleanly
+            outcome.status = "failed"
+            outcome.error = engine.redact(f"lost the engine: {exc.why}") if engine else f"lost the engine: {exc.why}"
         except httpx.HTTPError as exc:  # lost the engine outside a watched cell (describe, tokenizer ...)
             outcome.status = "failed"
             where = engine.base_url if engine else cfg.engine.base_url
@@ -387,7 +390,10 @@ async def _run_matrix(
                 console.print(f"  {await engine.recover(client)}", highlight=False)
             else:
                 judge(result)
-        await guarded(engine, client, transport, functools.partial(_client_overhead, store, run_id, runner, rtts))
+        try:
+            await guarded(engine, client, transport, functools.partial(_client_overhead, store, run_id, runner, rtts))
+        except (EngineDown, StepFailed):
+            pass  # not measured then; the health check before the next cell brings the engine back
         for ctx, n in todo_cells:
             label = progress.cell_label(ctx, n)
             progress.cell(label)
