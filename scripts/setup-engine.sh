@@ -92,7 +92,8 @@ llama_build() {
     # self-contained binary, so the sources and objects can go once it is built.
     cmake -S "$src" -B "$work/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
         -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
-        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF >&2
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
+        -DLLAMA_BUILD_NUMBER="${LLAMA_VERSION%%.*}" -DLLAMA_BUILD_COMMIT=pypi >&2
     cmake --build "$work/build" --target llama-server -j "$JOBS" >&2
     cp "$work/build/bin/llama-server" "$LLAMA_DIR/bin/llama-server"
     rm -rf "$work"
