@@ -18,7 +18,7 @@ from infermatrix.core.measure.client import stream_request
 from infermatrix.core.measure.steady import parse_gauges
 from infermatrix.core.types import RequestRecord
 from infermatrix.plugins.llamacpp.describe import build_number, describe_llamacpp, llamacpp_capacity, slot_contexts
-from infermatrix.plugins.llamacpp.plugin import LLAMACPP_METRICS, LLAMACPP_TRAITS
+from infermatrix.plugins.llamacpp.plugin import LLAMACPP_METRICS, LLAMACPP_TRAITS, chunk_usage
 
 DATA = Path(__file__).parent / "data"
 
@@ -126,7 +126,7 @@ def test_recorded_stream_is_counted_from_timings_predicted_n():
         async def go() -> RequestRecord:
             async with httpx.AsyncClient() as client:
                 url = f"http://127.0.0.1:{server.server_address[1]}/v1/completions"
-                return await stream_request(client, url, body, record, count_path=LLAMACPP_TRAITS.per_chunk_usage_path)
+                return await stream_request(client, url, body, record, read_usage=LLAMACPP_TRAITS.per_chunk_usage_read)
 
         rec = anyio.run(go)
     finally:
@@ -138,3 +138,6 @@ def test_recorded_stream_is_counted_from_timings_predicted_n():
     assert rec.outcome == "ok" and rec.token_source == "usage"
     assert sum(n for _, n in rec.events) == usage["completion_tokens"] == 8
     assert rec.prompt_tokens == usage["prompt_tokens"]
+    assert [chunk_usage(c)[0] for c in chunks] == [*range(1, 9), 8]  # timings.predicted_n, one token a chunk
+    assert {chunk_usage(c)[1] for c in chunks} == {usage["prompt_tokens"]}  # prompt_n + cache_n in every chunk
+    assert chunk_usage({"choices": []}) == (None, None)

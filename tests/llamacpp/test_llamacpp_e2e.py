@@ -101,7 +101,7 @@ def test_capacity_from_slots_and_the_cells_that_do_not_fit(run, db):
     assert over == {(c, n) for c, n, _ in rows if n * (c + m["max_output"]) > 6144} and 0 < len(over) < len(rows)
 
 
-def test_measured_cells_have_numbers_that_agree_with_the_engine_counters(run, db):
+def test_measured_cells_have_numbers_counted_by_the_server(run, db):
     cells = db.execute(
         "SELECT context_tokens, concurrency, status, total_tps, ttft_ms, output_tokens, token_source, prompt_tokens, flags "
         "FROM cells WHERE status <> 'over_capacity'"
@@ -113,9 +113,10 @@ def test_measured_cells_have_numbers_that_agree_with_the_engine_counters(run, db
         assert source == "usage", (c, n)  # timings.predicted_n in every chunk: the server's own count
         assert abs(prompt - c) <= tolerance(c), (c, prompt)
         tokens = _json(flags)["tokens"]
-        # llamacpp:tokens_predicted_total read before and after the cell, against the streamed counts
-        assert tokens["engine"] is not None and tokens["usage"] is not None, (c, n, tokens)
-        assert tokens["agree"], (c, n, tokens)
+        # the streamed counts against /tokenize's count of the text received; llama-server's token
+        # counter moves at request end, so it is not compared per cell (the attached test does it per run)
+        assert tokens["usage"] is not None and tokens["tokenizer"] is not None and tokens["agree"], (c, n, tokens)
+        assert tokens["engine"] is None, (c, n, tokens)
 
 
 def test_prefill_probes_hit_their_lengths(run, db):
@@ -185,7 +186,7 @@ def test_attached_run_matches_llama_server_metrics(own_server, tmp_path):
         stored = con.execute("SELECT sum(output_tokens) FROM requests").fetchone()[0]
         cells = con.execute("SELECT concurrency, status FROM cells").fetchall()
         extra = _json(con.execute("SELECT engine_extra FROM runs").fetchone()[0])
-    assert sorted(cells) == [(1, "valid"), (4, "valid")] or all(s in MEASURED for _, s in cells), cells
+    assert sorted(n for n, _ in cells) == [1, 4] and all(s in MEASURED for _, s in cells), cells
     # Beyond what was streamed and stored, the server generated: one token per warm-up request and
     # per prefill probe, and at most one token per stream cut at each window's end.
     slack = sum(n for n, _ in cells) * 2 + 1

@@ -72,6 +72,10 @@ class MetricNames:
     spec_accepted_tokens: str | None = None  # speculative draft tokens accepted (counter)
     path: str = "/metrics"
     parse: Callable[[str], Gauges] | None = None
+    # The token counters move when a request ends, not token by token: a window's edges cut requests,
+    # so a before/after delta says nothing about the window and per-cell engine-side reconciliation
+    # is skipped (the counters still describe a whole run).
+    counted_at_request_end: bool = False
 
     def names(self) -> dict[str, str]:
         """Gauge field -> metric name, for the values this engine reports."""
@@ -138,9 +142,10 @@ class EngineTraits:
     version_path: str | None = None  # GET -> {"version": ...}
     per_chunk_usage: bool = False  # every chunk may carry cumulative usage, when asked with per_chunk_usage_fields
     per_chunk_usage_fields: Mapping[str, Any] = field(default_factory=lambda: dict(PER_CHUNK_USAGE_FIELDS))
-    # Where in a chunk that cumulative generated-token count is (keys, outermost first); the final
-    # usage-only chunk is read at usage.completion_tokens whatever this says.
-    per_chunk_usage_path: tuple[str, ...] = ("usage", "completion_tokens")
+    # Reads (generated tokens so far, prompt tokens) from a chunk whose counts are not in "usage";
+    # None: usage.completion_tokens / usage.prompt_tokens. A chunk's own "usage", where it has one,
+    # is read when this answers None.
+    per_chunk_usage_read: Callable[[Mapping[str, Any]], tuple[int | None, int | None]] | None = None
     ignore_eos: bool = False  # the server can be asked to ignore EOS (matrix.ignore_eos), with ignore_eos_fields
     ignore_eos_fields: Mapping[str, Any] = field(default_factory=lambda: dict(IGNORE_EOS_FIELDS))
     body_extras: Mapping[str, Any] = field(default_factory=dict)  # further fields every streaming request carries
@@ -152,7 +157,10 @@ class EngineTraits:
         """A JSON-able summary, stored with the run."""
         m = self.metrics
         return {
-            "metrics": None if m is None else {"path": m.path, **m.names(), **({"parse": True} if m.parse else {})},
+            "metrics": None if m is None else {
+                "path": m.path, **m.names(), **({"parse": True} if m.parse else {}),
+                **({"counted_at_request_end": True} if m.counted_at_request_end else {}),
+            },
             "tokenize": None if self.tokenize is None else self.tokenize.path,
             "per_chunk_usage": self.per_chunk_usage,
             "ignore_eos": self.ignore_eos,

@@ -61,8 +61,8 @@ class CellRunner:
     def request_id(self, kind: str, context: int, n: int, stream: int, seq: int) -> str:
         return f"{self.id_prefix}-{kind}-{context}-{n}-s{stream}-r{seq}"
 
-    def _count_path(self) -> tuple[str, ...]:
-        return tuple(self.traits.per_chunk_usage_path) if self.traits.per_chunk_usage else ()
+    def _read_usage(self) -> Callable[[Any], tuple[int | None, int | None]] | None:
+        return self.traits.per_chunk_usage_read if self.traits.per_chunk_usage else None
 
     def _headers(self, request_id: str) -> dict[str, str]:
         return {**self.headers, "X-Request-Id": request_id}
@@ -72,7 +72,7 @@ class CellRunner:
         record = RequestRecord(stream_index=stream_index, seq=0, sent=time.monotonic())
         rid = self.request_id(kind, prompt.tokens, 1, stream_index, time.monotonic_ns())
         return await stream_request(self.client, self.url, self._body(prompt, max_tokens), record, headers=self._headers(rid),
-                                    count_path=self._count_path())  # fmt: skip
+                                    read_usage=self._read_usage())  # fmt: skip
 
     async def warm(self, prompts: list[Prompt]) -> list[RequestRecord]:
         """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it."""
@@ -111,7 +111,7 @@ class CellRunner:
                 await stream_request(
                     self.client, self.url, self._body(prompts[i], self.matrix.max_output), rec,
                     headers=self._headers(self.request_id("decode", context_tokens, n, i, seq)), on_tokens=self.on_tokens,
-                    count_path=self._count_path(),
+                    read_usage=self._read_usage(),
                 )
                 seq += 1
                 if rec.outcome == "ok":
@@ -201,7 +201,9 @@ class CellRunner:
             "engine": None,
         }
         in_flight = 0
-        if before is not None and after is not None and before.generation_tokens is not None and after.generation_tokens is not None:
+        names = self.traits.metrics
+        per_token = names is None or not names.counted_at_request_end
+        if per_token and before is not None and after is not None and before.generation_tokens is not None and after.generation_tokens is not None:
             sources["engine"] = after.generation_tokens - before.generation_tokens
             # The engine also counted what it generated for the streams closed at the window's end but never
             # delivered: at most one chunk per stream. Allow that much before calling the sources apart.

@@ -60,14 +60,6 @@ def _chunk_text(choice: dict[str, Any]) -> str:
     return (delta.get("reasoning_content") or delta.get("reasoning") or "") + (delta.get("content") or "")
 
 
-def _dig(obj: Any, path: tuple[str, ...]) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def classify_error(exc: BaseException) -> str:
     """Map a transport exception to a request outcome."""
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
@@ -90,12 +82,12 @@ async def stream_request(
     headers: dict[str, str] | None = None,
     on_tokens: Callable[[int], None] | None = None,
     keep_text: bool = True,
-    count_path: tuple[str, ...] = (),
+    read_usage: Callable[[Any], tuple[int | None, int | None]] | None = None,
 ) -> RequestRecord:
     """Send ``body`` to ``url``, stream the answer into ``record``; never raises for server faults.
 
-    ``count_path``: where a chunk carries the cumulative generated-token count when it is not
-    ``usage.completion_tokens`` (``EngineTraits.per_chunk_usage_path``).
+    ``read_usage``: (generated so far, prompt tokens) from a chunk whose counts are not in ``usage``
+    (``EngineTraits.per_chunk_usage_read``).
     Cancellation (the window closing) marks the request ``cancelled`` and re-raises.
     """
     record.sent = time.monotonic()
@@ -129,11 +121,13 @@ async def stream_request(
                     record.error = str(err.get("message", err) if isinstance(err, dict) else err)[:500]
                     return record
                 usage = obj.get("usage") or None
-                cum = _dig(obj, count_path) if count_path else None
+                cum, prompt_tokens = read_usage(obj) if read_usage is not None else (None, None)
                 if cum is None and usage:
                     cum = usage.get("completion_tokens")
-                if usage and usage.get("prompt_tokens") is not None:
-                    record.prompt_tokens = usage["prompt_tokens"]
+                if prompt_tokens is None and usage:
+                    prompt_tokens = usage.get("prompt_tokens")
+                if prompt_tokens is not None:
+                    record.prompt_tokens = prompt_tokens
                 choices = obj.get("choices") or []
                 text = "".join(_chunk_text(c) for c in choices)
                 if cum is not None and choices:
