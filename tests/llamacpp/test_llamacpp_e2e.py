@@ -103,12 +103,12 @@ def test_capacity_from_slots_and_the_cells_that_do_not_fit(run, db):
 
 def test_measured_cells_have_numbers_counted_by_the_server(run, db):
     cells = db.execute(
-        "SELECT context_tokens, concurrency, status, total_tps, ttft_ms, output_tokens, token_source, prompt_tokens, flags "
+        "SELECT context_tokens, concurrency, status, total_tps, ttft_ms, output_tokens, token_source, prompt_tokens, flags, reason "
         "FROM cells WHERE status <> 'over_capacity'"
     ).fetchall()
     assert len(cells) == 9
-    for c, n, status, tps, ttft, out, source, prompt, flags in cells:
-        assert status in MEASURED, (c, n, status)
+    for c, n, status, tps, ttft, out, source, prompt, flags, reason in cells:
+        assert status in MEASURED, (c, n, status, reason)
         assert tps > 0 and ttft > 0 and out > 0, (c, n)
         assert source == "usage", (c, n)  # timings.predicted_n in every chunk: the server's own count
         assert abs(prompt - c) <= tolerance(c), (c, prompt)
