@@ -8,5 +8,8 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "workload": "infermatrix.plugins.workload",
     "loops": "infermatrix.plugins.loops",
     "vllm": "infermatrix.plugins.vllm.plugin",
+    "sglang": "infermatrix.plugins.sglang.plugin",
+    "trtllm": "infermatrix.plugins.trtllm.plugin",
+    "lmdeploy": "infermatrix.plugins.lmdeploy.plugin",
     "llamacpp": "infermatrix.plugins.llamacpp.plugin",
 }

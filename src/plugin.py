@@ -23,7 +23,8 @@ from infermatrix.core.config import ConfigError, EngineConfig, LoopConfig, Matri
 from infermatrix.core.engine.contract import AttachEngine, Engine, EngineError, LaunchedEngine, connect_host
 from infermatrix.core.engine.hardware import detect_hardware
 from infermatrix.core.hookspecs import hookimpl
-from infermatrix.core.engine.prometheus import info_labels, metric_value, scan_values
+from infermatrix.core.engine.argv import expand_path, model_flags
+from infermatrix.core.engine.prometheus import all_info_labels, info_labels, metric_samples, metric_value, scan_values
 from infermatrix.core.redact import redact_argv
 from infermatrix.core.engine.traits import (
     IGNORE_EOS_FIELDS,
@@ -48,6 +49,8 @@ __all__ = [
     "Strict",
     "connect_host",
     "redact_argv",
+    "model_flags",
+    "expand_path",
     "detect_hardware",
     # what an engine declares
     "EngineTraits",
@@ -69,5 +72,7 @@ __all__ = [
     # Prometheus text helpers
     "metric_value",
     "scan_values",
+    "metric_samples",
     "info_labels",
+    "all_info_labels",
 ]

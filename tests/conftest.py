@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+
 import psutil
 import pytest
 from imxtest import SimServer
@@ -35,3 +38,52 @@ def sim_factory(tmp_path):
     yield start
     for s in servers:
         s.stop()
+
+
+# ---- the fast loop: `pytest -m "not slow"` starts no process --------------------------------------
+# Starting a Python process (the CLI, a sim server) costs a second or more on a loaded 2-core machine;
+# such tests are `slow`. Tests using these fixtures are marked slow here; any other test that starts
+# a process without the mark fails, saying so (so the fast loop stays fast as tests are added).
+PROCESS_FIXTURES = {"sim_server", "tiny", "sim_factory", "sim_run_db", "sim_db", "vllm_server"}
+SLOW_HINT = "this test starts a process ({}): mark it @pytest.mark.slow (the fast loop, pytest -m 'not slow', starts none)"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+@contextlib.contextmanager
+def _no_process_unless_slow(item):
+    if item.get_closest_marker("slow") is not None:
+        yield
+        return
+    original = subprocess.Popen.__init__
+
+    def refuse(self, args, *a, **kw):
+        raise AssertionError(SLOW_HINT.format(" ".join(map(str, args))[:120] if isinstance(args, (list, tuple)) else args))
+
+    subprocess.Popen.__init__ = refuse  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = original  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    with _no_process_unless_slow(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    with _no_process_unless_slow(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    with _no_process_unless_slow(item):
+        yield

@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).parents[1]
 
 
+@pytest.mark.slow  # runs ruff as a process
 def test_ruff_is_clean():
     proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "src", "tests", "scripts"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip

@@ -141,6 +141,22 @@ def _preflight(cfg) -> None:
     check_matrix(cfg)
 
 
+def _internal_error(exc: Exception, cfg) -> str:
+    import tempfile
+    import traceback
+
+    from infermatrix.core.redact import redact_text
+
+    try:
+        key = cfg.engine.api_key()
+    except ConfigError:
+        key = None
+    secrets = [key] if key else []
+    with tempfile.NamedTemporaryFile("w", prefix="infermatrix-error-", suffix=".txt", delete=False) as fh:
+        fh.write(redact_text("".join(traceback.format_exception(exc)), secrets))
+    return redact_text(f"run stopped by an internal error ({type(exc).__name__}: {exc}); finished cells are kept; details: {fh.name}", secrets)
+
+
 def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
@@ -162,6 +178,9 @@ def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool) -> None:
     except StoreError as exc:
         store.close()
         fail(f"run stopped: {exc}", EXIT_FAILED)
+    except Exception as exc:  # a bug, not the engine's or the user's doing: one line (the run is marked failed), details in a file
+        store.close()
+        fail(_internal_error(exc, cfg), EXIT_FAILED)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # asyncio put the default back when the run ended
     rid = outcome.run_id
     hint = f"infermatrix resume {rid}" + (f" --db {store.path}" if store.path != DEFAULT_DB else "")

@@ -96,12 +96,18 @@ class MatrixConfig(Strict):
     prompt_mode: Literal["distinct", "shared"] = "distinct"
     seed: int = 0
     warmup: bool = True
+    warmup_concurrency: int | None = Field(None, gt=0, description="warm-up requests in flight; default: ~32K prompt tokens' worth, at most N")
     ignore_eos: bool = True
+    temperature: float = Field(0.0, ge=0, description="sampling temperature of every request; 0 is greedy decoding")
+    prefill_samples: int = Field(3, ge=1, description="cold probes per prefill point (after one throwaway); the point is their median")
     connect_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(120.0, gt=0, description="longest silence inside one stream")
     ramp_timeout_s: float = Field(600.0, gt=0, description="longest wait for every stream's first token")
     steady_timeout_s: float = Field(10.0, ge=0, description="longest wait, after that, for the engine to report N running and 0 waiting")
-    check_client: bool = Field(True, description="sample the client's event-loop lag and CPU; flag cells it could not keep up with")
+    check_client: bool = Field(True, description="judge whether the client kept up (docs/metrics.md, client verdict); flag cells it could not")
+    transport: Literal["httpx", "raw"] = Field("httpx", description="how streams are read: httpx, or the raw asyncio HTTP/1.1 reader (docs/performance.md)")
+    client_workers: int = Field(0, ge=0, description="worker processes for cells above client_workers_above streams; 0: sized from the cores")
+    client_workers_above: int = Field(256, ge=1, description="cells with more streams than this are spread over worker processes")
 
     @field_validator("contexts", "prefill_contexts", mode="before")
     @classmethod

@@ -70,7 +70,8 @@ def detect_loop(text: str, output_tokens: int, config: LoopConfig) -> LoopFindin
 
     All implementations are asked; any finding marks the request looped.
 
-    :param text: the request's whole output text (reasoning and content).
+    :param text: the request's whole output text (reasoning and content); may be empty when the server
+        sent tokens but no visible text (whitespace or stripped special tokens), which is worth judging.
     :param output_tokens: how many tokens the server says it produced.
     :param config: the validated ``[loops]`` table.
     """

@@ -16,6 +16,7 @@ __all__ = [
     "OUTCOMES",
     "CELL_STATUSES",
     "PrefillResult",
+    "PrefillSample",
     "CellResult",
 ]
 
@@ -89,7 +90,7 @@ class RequestRecord:
 
     stream_index: int
     seq: int
-    sent: float
+    sent: float  # when the request's last byte was written (docs/metrics.md, "request sent")
     prompt_tokens: int | None = None
     first_token: float | None = None
     events: list[tuple[float, int]] = field(default_factory=list)  # (arrival, tokens) per chunk with output
@@ -102,6 +103,7 @@ class RequestRecord:
     token_source: str = "usage"  # "usage" (server usage deltas) or "chunks" (one per chunk, reconciled)
     final_usage_tokens: int | None = None  # completion_tokens of the closing usage chunk, if any
     loop: LoopFinding | None = None
+    opened: float | None = None  # when the client began the request (before connecting): it is in flight from then
 
     @property
     def output_tokens(self) -> int:
@@ -113,7 +115,7 @@ class RequestRecord:
 
 
 # Cell statuses, as the decode_matrix view shows them.
-CELL_STATUSES = ("valid", "looped", "over_capacity", "error", "client_bound", "interrupted")
+CELL_STATUSES = ("valid", "looped", "over_capacity", "error", "client_bound", "interrupted", "admission_limited")
 
 
 @dataclass
@@ -126,6 +128,21 @@ class PrefillResult:
     prompt_tps: float | None
     status: str = "valid"  # valid | error | over_capacity | interrupted
     reason: str | None = None
+    samples: list[PrefillSample] = field(default_factory=list)  # every probe sent, throwaway first
+
+
+@dataclass
+class PrefillSample:
+    """One cold probe of a prefill point (``ttft_ms`` of the point is the median of the kept ones)."""
+
+    sample_no: int
+    throwaway: bool  # the first probe of a point: may include one-time work (kernel compilation, allocation)
+    request_id: str
+    prompt_tokens: int | None
+    ttft_ms: float | None
+    sent: float
+    first_token: float | None
+    outcome: str
 
 
 @dataclass
@@ -146,6 +163,11 @@ class CellResult:
     measured_s: float | None = None
     window_start: float | None = None  # monotonic seconds, for reconciliation with server-side truth
     window_end: float | None = None
+    # The two TTFT populations of ttft_ms (docs/metrics.md): the opening burst and the restarts.
+    ttft_burst_ms: float | None = None
+    ttft_burst_n: int | None = None
+    ttft_restart_ms: float | None = None
+    ttft_restart_n: int | None = None
     token_source: str | None = None
     prompt_tokens: float | None = None  # median prompt length the server reported (stored rounded)
     started_at: float | None = None  # wall-clock epoch seconds

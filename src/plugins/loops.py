@@ -24,7 +24,7 @@ from infermatrix.core.config import LoopConfig
 from infermatrix.core.hookspecs import hookimpl
 from infermatrix.core.types import LoopFinding
 
-__all__ = ["detect_loop", "find_loop", "tokenize"]
+__all__ = ["detect_loop", "find_loop", "tokenize", "invisible_output"]
 
 # CJK ideographs and kana are written without spaces: one pseudo-token per character, or a looping
 # Chinese sentence would be a single "word". Other word runs are capped at 16 characters so that a
@@ -284,12 +284,43 @@ def loop_verdict(text: str, config: LoopConfig) -> LoopFinding | None:
     return finding
 
 
+# The third rule: output the text cannot show. A model stuck on whitespace, or on special tokens the
+# server strips from the text (an end-of-sequence token repeated under ignore_eos), produces thousands of
+# server tokens and (almost) nothing a pseudo-token can see. Judged by the server's token count against
+# the visible characters: below one non-whitespace character per INVISIBLE_TOKENS_PER_CHAR tokens, over
+# at least INVISIBLE_MIN_TOKENS tokens (and the loop span), the output is a loop. Ordinary text has
+# ~3–5 visible characters per token, code and CJK at least ~1.
+INVISIBLE_TOKENS_PER_CHAR = 10
+INVISIBLE_MIN_TOKENS = 256
+
+
+def invisible_output(text: str, output_tokens: int, config: LoopConfig) -> LoopFinding | None:
+    """A finding when ``output_tokens`` server tokens carried (almost) no visible text, else None."""
+    if output_tokens < max(INVISIBLE_MIN_TOKENS, config.min_span_tokens):
+        return None
+    visible = len(text) - sum(1 for c in text if c.isspace()) if text else 0
+    if visible * INVISIBLE_TOKENS_PER_CHAR >= output_tokens:
+        return None
+    shape = "".join(sorted(set(text)))[:16]  # which invisible characters (or none): the "cycle"
+    return LoopFinding(
+        detector="invisible",
+        period_tokens=1,
+        copies=float(output_tokens),
+        span_tokens=output_tokens,
+        cycle_hash=hashlib.sha1(shape.encode()).hexdigest()[:12],
+        detail={"visible_chars": visible, "text_chars": len(text), "output_tokens": output_tokens,
+                "cycle_preview": repr(shape), "token_unit": "server"},
+    )  # fmt: skip
+
+
 @hookimpl
 def detect_loop(text: str, output_tokens: int, config: LoopConfig) -> LoopFinding | None:
-    """The ``detect_loop`` hook: ``loop_verdict`` with the ``[loops]`` settings."""
+    """The ``detect_loop`` hook: ``loop_verdict`` with the ``[loops]`` settings, then ``invisible_output``
+    (``output_tokens`` is the server's count of the request's tokens)."""
     if not config.enabled:
         return None
-    finding = loop_verdict(text, config)
-    if finding is not None:
-        finding.detail["output_tokens"] = output_tokens  # server tokens, to relate pseudo-token spans
+    finding = loop_verdict(text, config) if text else None
+    if finding is None:
+        return invisible_output(text, output_tokens, config)
+    finding.detail["output_tokens"] = output_tokens  # server tokens, to relate pseudo-token spans
     return finding

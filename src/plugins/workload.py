@@ -2,7 +2,7 @@
 
 A prompt is ``head + body + pads``:
 
-* ``head`` — ``[run-seed 7 ctx 8192 stream <key>]`` and a few seeded words. It comes first, so no
+* ``head`` — ``[ctx 8192 stream <key> run-seed 7]`` and a few seeded words. It comes first, so no
   two keys share even the first KV block (prefix caches match from the start). In ``shared`` mode
   the tag reads ``shared`` instead, so every stream of a context gets the same prompt.
 * ``body`` — the first k words of one endless, seed-determined stream of prose.
@@ -170,7 +170,10 @@ class PromptBuilder:
         # ("s0", "s1", …) then count alike, and a key's pad correction usually works for the next.
         rng = random.Random(f"infermatrix-head-{self.seed}-{context_tokens}")
         words = " ".join(rng.choices(WORDS, k=4)).capitalize()
-        return f"[run-seed {self.seed} ctx {context_tokens} {tag}] {words}."
+        # Length and tag first: a prefix cache matches whole blocks from the start, and a tokenizer that
+        # splits numbers into digits makes "run-seed 0 ctx 16384 " alone ~12 tokens, so behind a chat
+        # template two keys could otherwise share a whole first block (16 tokens).
+        return f"[ctx {context_tokens} {tag} run-seed {self.seed}] {words}."
 
     async def prompt(self, context_tokens: int, key: str, *, distinct: bool | None = None) -> Prompt:
         """A prompt of ``context_tokens`` tokens (as the tokenizer counts), deterministic by seed and key.

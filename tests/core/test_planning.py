@@ -24,3 +24,12 @@ def test_max_model_len_and_max_seqs():
 def test_prefill_target_caps_at_model_length():
     assert prefill_target(262_144, 262_144)[0] == 262_143
     assert prefill_target(8192, 262_144) == (8192, None)
+
+
+def test_cell_detail_of_a_valid_cell_with_unknown_numbers():
+    """A valid cell may lack a per-request rate (no request spanned long enough): the line still prints."""
+    from infermatrix.core.run.accounting import cell_detail
+    from infermatrix.core.types import CellResult
+
+    r = CellResult(context_tokens=1024, concurrency=1, status="valid", total_tps=480.25, per_request_tps=None, ttft_ms=7.2, tbt_ms=None)
+    assert cell_detail(r) == "480.2 tok/s total, —/req, TTFT 7 ms, TBT — ms"

@@ -11,6 +11,8 @@ from imxtest import SimServer, run_cli
 from profiles import write_profile
 from truthlib import cell_truth, rel_err
 
+pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
+
 CONTEXTS = {1024: "1K", 2048: "2K"}
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 import os
 import sys
 from pathlib import Path
 
 import duckdb
 from imxtest import run_cli
+
+pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
 
 FAKE = Path(__file__).parents[1] / "vllm" / "fake_nvidia_smi.py"
 

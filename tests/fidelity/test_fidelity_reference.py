@@ -29,6 +29,8 @@ from infermatrix.core.types import Capacity
 from infermatrix.plugins.sim.profile import SimProfile, load_profile
 from infermatrix.plugins.vllm.plugin import capacity_from_metrics
 
+pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "sim-h200x4-qwen3.8-flash-next.toml"
 PROFILE = "h200x4-qwen3.8-flash-next"

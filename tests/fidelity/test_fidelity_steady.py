@@ -3,11 +3,14 @@ through the metric names the engine's plugin declares. An engine that declares n
 
 from __future__ import annotations
 
+import pytest
 import json
 
 import duckdb
 from imxtest import run_cli
 from profiles import write_profile
+
+pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
 
 NOT_FOUND = "engine metrics not found: steady state and engine-side token counts not checked"
 
@@ -37,10 +40,15 @@ def test_admission_limited_cell_is_flagged(sim_factory, tmp_path):
     assert flags[4]["steady_state"]["engine_max_running"] == 2
     assert flags[4]["engine_gauges"] == {"state": "found", "failed_reads": 0}
     assert json.loads(con.execute("SELECT engine_metrics FROM runs").fetchone()[0])["found"] is True
-    # ... and the report says so beside the numbers
+    # Never a valid N = 4: the cell has a status of its own, its numbers kept in cells, none in decode_matrix.
+    status = dict(con.execute("SELECT concurrency, status FROM decode_matrix").fetchall())
+    assert status == {2: "valid", 4: "admission_limited"}
+    assert con.execute("SELECT total_tps IS NULL, ran_at_most FROM decode_matrix WHERE concurrency = 4").fetchone() == (True, 2)
+    assert con.execute("SELECT total_tps FROM cells WHERE concurrency = 4").fetchone()[0] > 0
+    # ... and the report says what ran
     report = run_cli("report", "--db", str(db), "--format", "markdown")
     assert report.returncode == 0, report.stderr
-    assert "never ran 4 at once (at most 2" in report.stdout
+    assert "ran at most 2 of 4" in report.stdout
 
 
 def test_generic_engine_says_engine_metrics_were_not_checked(sim_factory, tmp_path):
@@ -56,6 +64,8 @@ def test_generic_engine_says_engine_metrics_were_not_checked(sim_factory, tmp_pa
     assert stored["found"] is False and stored["note"] == NOT_FOUND
     flags = {n: json.loads(f) for n, f in con.execute("SELECT concurrency, flags FROM cells").fetchall()}
     assert flags[4]["steady_state"]["engine_metrics"] is False and flags[4]["tokens"]["engine"] is None
+    # Nothing to judge admission by: the cell's flags say it was not checked.
+    assert flags[4]["admission"]["checked"] is False and "not checked" in flags[4]["admission"]["why"]
     # Standard fields only: no per-chunk usage asked, so tokens were recounted by the tokenizer.
     assert {s for (s,) in con.execute("SELECT token_source FROM cells WHERE status = 'valid'").fetchall()} <= {"tokenizer"}
     report = run_cli("report", "--db", str(db), "--format", "markdown")

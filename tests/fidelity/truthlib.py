@@ -7,7 +7,6 @@ loopback delivery delay, well under a millisecond).
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
 
@@ -21,9 +20,10 @@ class CellTruth:
 
 
 def cell_truth(truth: dict, start: float, end: float) -> CellTruth:
-    """The server-side numbers, by the same definitions as docs/metrics.md, over [start, end]."""
+    """The server-side numbers, by the same definitions as docs/metrics.md, over [start, end]: each
+    request's emissions are the server's own step-end stamps (its step log), not what the client read."""
     total = 0
-    rates = []
+    rate_tokens, rate_span = 0, 0.0
     n_req = 0
     for req in truth["requests"]:
         inside = [(t, n) for t, n in req["emissions"] if start <= t <= end]
@@ -35,12 +35,13 @@ def cell_truth(truth: dict, start: float, end: float) -> CellTruth:
             span = inside[-1][0] - inside[0][0]
             toks = sum(n for _, n in inside[1:])
             if span > 0 and toks > 0:
-                rates.append(toks / span)
-    med = statistics.median(rates) if rates else None
+                rate_tokens += toks
+                rate_span += span
+    rate = rate_tokens / rate_span if rate_span > 0 and rate_tokens > 0 else None
     return CellTruth(
         total_tps=total / (end - start),
-        per_request_tps=med,
-        tbt_ms=None if not med else 1000.0 / med,
+        per_request_tps=rate,
+        tbt_ms=None if not rate else 1000.0 / rate,
         output_tokens=total,
         requests=n_req,
     )

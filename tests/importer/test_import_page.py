@@ -89,6 +89,7 @@ def test_run_fields_from_the_page(store, page_path, page_text):
     assert "not published" in md and page_text.splitlines()[1].split(" on ")[0] in md.splitlines()[2]
 
 
+@pytest.mark.slow  # over a second of CPU (several runs written to DuckDB)
 def test_importing_twice_finds_the_first_import(store, page_path, page_text):
     first = import_page(store, page_path)
     again = import_page(store, page_path)
@@ -148,6 +149,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=120, env={**os.environ, "COLUMNS": "200"})
 
 
+@pytest.mark.slow  # starts a process
 def test_cli_import(tmp_path, page_path, page_text):
     db = str(tmp_path / "cli.duckdb")
     first = cli("import", str(page_path), "--db", db, cwd=tmp_path)

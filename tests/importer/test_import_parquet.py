@@ -20,6 +20,7 @@ from infermatrix.core.store.store import RUN_TABLES
 
 ORDER = {
     "runs": "run_id", "prefill": "run_id, context_tokens", "cells": "run_id, context_tokens, concurrency",
+    "prefill_samples": "run_id, context_tokens, sample_no",
     "requests": "run_id, context_tokens, concurrency, request_no",
     "histograms": "run_id, context_tokens, concurrency, metric",
     "histogram_percentiles": "run_id, context_tokens, concurrency, metric, percentile",
@@ -52,6 +53,7 @@ def source(source_file, tmp_path):
     s.close()
 
 
+@pytest.mark.slow  # over a second of CPU (several runs written to DuckDB)
 def test_round_trip_keeps_every_row(source, tmp_path):
     src, ids = source
     out = tmp_path / "export"
@@ -70,6 +72,7 @@ def test_round_trip_keeps_every_row(source, tmp_path):
         assert all(dest.get_run(i)["imported_at"] is not None for i in ids)
 
 
+@pytest.mark.slow  # over a second of CPU (several runs written to DuckDB)
 def test_merging_two_databases_and_importing_again(source, tmp_path):
     src, ids = source
     export_runs(src, ids[:1], tmp_path / "one")
@@ -143,6 +146,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=120, env={**os.environ, "COLUMNS": "200"})
 
 
+@pytest.mark.slow  # starts a process
 def test_cli_export_and_import(source, tmp_path):
     src, ids = source
     path = src.path

@@ -37,12 +37,12 @@ def test_v1_database_upgrades_on_a_read_only_open(tmp_path):
     path = tmp_path / "v1.duckdb"
     run_id = make_v1(path)
     assert "source" not in columns(path)
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION >= 2
     with Store(path, read_only=True) as s:
         assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
         assert s.get_run(run_id)["source"] is None
         assert "# Speed test matrix" in render_markdown(s, run_id)
-    assert columns(path)[-2:] == ["source", "imported_at"]
+    assert {"source", "imported_at"} <= set(columns(path))
 
 
 def test_v1_database_upgrades_on_a_write_open(tmp_path):

@@ -15,10 +15,11 @@ import httpx
 import pytest
 
 from infermatrix.core.measure.client import stream_request
+from infermatrix.core.engine.prometheus import metric_value
 from infermatrix.core.measure.steady import parse_gauges
 from infermatrix.core.types import RequestRecord
 from infermatrix.plugins.llamacpp.describe import build_number, describe_llamacpp, llamacpp_capacity, slot_contexts
-from infermatrix.plugins.llamacpp.plugin import LLAMACPP_METRICS, LLAMACPP_TRAITS, chunk_usage
+from infermatrix.plugins.llamacpp.plugin import LLAMACPP_METRICS, LLAMACPP_TRAITS
 
 DATA = Path(__file__).parent / "data"
 
@@ -88,9 +89,11 @@ def test_metrics_page_gives_the_gauges():
     page = (DATA / "unified_metrics.txt").read_text()
     g = parse_gauges(page, LLAMACPP_METRICS)
     assert (g.running, g.waiting) == (0, 0)
-    assert (g.generated_tokens, g.prompt_tokens) == (8, 10)  # the one recorded request: 10 prompt tokens, 8 generated
     assert g.kv_usage is None and g.preemptions is None  # llama-server reports neither
-    assert g.spec_draft_tokens == 0 and g.spec_accepted_tokens == 0
+    # counters that move at request end are not read during a run, though the page has them
+    assert LLAMACPP_METRICS.counted_at_request_end and g.generated_tokens is None and g.spec_draft_tokens is None
+    assert metric_value(page, LLAMACPP_METRICS.generated_tokens) == 8  # the one recorded request's 8 tokens
+    assert metric_value(page, LLAMACPP_METRICS.prompt_tokens) == 10
 
 
 class _Replay(BaseHTTPRequestHandler):
@@ -126,7 +129,7 @@ def test_recorded_stream_is_counted_from_timings_predicted_n():
         async def go() -> RequestRecord:
             async with httpx.AsyncClient() as client:
                 url = f"http://127.0.0.1:{server.server_address[1]}/v1/completions"
-                return await stream_request(client, url, body, record, read_usage=LLAMACPP_TRAITS.per_chunk_usage_read)
+                return await stream_request(client, url, body, record, count_path=LLAMACPP_TRAITS.per_chunk_usage_path)
 
         rec = anyio.run(go)
     finally:
@@ -138,6 +141,4 @@ def test_recorded_stream_is_counted_from_timings_predicted_n():
     assert rec.outcome == "ok" and rec.token_source == "usage"
     assert sum(n for _, n in rec.events) == usage["completion_tokens"] == 8
     assert rec.prompt_tokens == usage["prompt_tokens"]
-    assert [chunk_usage(c)[0] for c in chunks] == [*range(1, 9), 8]  # timings.predicted_n, one token a chunk
-    assert {chunk_usage(c)[1] for c in chunks} == {usage["prompt_tokens"]}  # prompt_n + cache_n in every chunk
-    assert chunk_usage({"choices": []}) == (None, None)
+    assert [c["timings"]["predicted_n"] for c in chunks] == [*range(1, 9), 8]  # one token a chunk

@@ -65,6 +65,7 @@ def loop_copies(period: int) -> int:
     return max(8 if period <= 64 else 4, math.ceil(64 / period))
 
 
+@pytest.mark.slow  # 10,000 texts: a statistical check, not a unit test
 def test_no_false_positive_on_random_text() -> None:
     gen = TextGen(seed=20240601)
     rng = random.Random(7)
@@ -233,3 +234,28 @@ def test_disabled_returns_none() -> None:
 
     assert detect_loop(text="the " * 500, output_tokens=500, config=LoopConfig(enabled=False)) is None
     assert detect_loop(text="the " * 500, output_tokens=500, config=LoopConfig()) is not None
+
+
+def _hook(text: str, output_tokens: int):
+    pm = pluggy.PluginManager("infermatrix")
+    pm.add_hookspecs(infermatrix.core.hookspecs)
+    pm.register(infermatrix.plugins.loops)
+    return [f for f in pm.hook.detect_loop(text=text, output_tokens=output_tokens, config=LoopConfig()) if f]
+
+
+@pytest.mark.parametrize("text", ["", "\n" * 2000, " \t\n" * 700, "\n\n.\n\n" + "\n" * 3000])
+def test_thousands_of_tokens_with_nothing_visible_are_a_loop(text: str) -> None:
+    """Whitespace, or special tokens the server strips (EOS repeated under ignore_eos): the server counted
+    the tokens, the text shows nothing a pseudo-token can repeat."""
+    (finding,) = _hook(text, 2000)
+    assert finding.detector == "invisible" and finding.span_tokens == 2000
+    assert finding.detail["visible_chars"] <= 1
+
+
+def test_visible_text_and_short_outputs_are_not_invisible() -> None:
+    gen = TextGen(3)
+    prose = render(gen.tokens(600), random.Random(3))
+    assert _hook(prose, 800) == []  # ~4 visible characters per token
+    assert _hook("", 100) == []  # too short to judge (a request cut by the window)
+    code = "def f(x):\n" + "".join(f"    y{i} = x + {i}\n" for i in range(200))
+    assert _hook(code, 2000) == []  # indentation-heavy, still ≥ 1 visible character per 10 tokens

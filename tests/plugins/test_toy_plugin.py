@@ -75,6 +75,7 @@ def test_toy_matrix_uses_its_own_metric_names(toy_env):
         assert flags[1]["tokens"]["engine"] is not None and flags[1]["tokens"]["agree"] is True
         report = run_cli("report", "--db", str(db), "--format", "markdown", env=env)
         assert report.returncode == 0, report.stderr
-        assert "the engine never ran 4 at once (at most 2" in report.stdout
+        assert "ran at most 2 of 4" in report.stdout
+        assert dict(con.execute("SELECT concurrency, status FROM cells").fetchall())[4] == "admission_limited"
     finally:
         server.stop()

@@ -119,7 +119,7 @@ async def test_deterministic_by_seed_and_key() -> None:
 
 async def test_prose_like_text() -> None:
     p = await PromptBuilder(0, "distinct", WordTokenizer()).prompt(8192, "s0")
-    assert p.text.startswith("[run-seed 0 ctx 8192 stream s0] ")
+    assert p.text.startswith("[ctx 8192 stream s0 run-seed 0] ")
     assert "\n\n" in p.text and ". " in p.text
     assert re.search(r"\d", p.text)
     words = re.findall(r"[a-z]+", p.text.lower())

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import signal
 
 from rel_helpers import (
     Cli, Sim, assert_nothing_left, cells, free_port, query, run_cli, run_row, sim_config, write_profile,
 )
+
+pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
 
 
 def test_launched_engine_crash_is_recorded_and_restarted(tmp_path):

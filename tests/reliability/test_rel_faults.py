@@ -11,6 +11,8 @@ from rel_helpers import Sim, assert_nothing_left, cells, query, run_cli, run_row
 
 from infermatrix.plugins.sim.faults import FaultState, SimFaults
 
+pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
+
 # 1K x 1 runs first: one stream, so request numbers are its requests in order and no two faults
 # are back to back (a stream that fails 3 times in a row stops). 1K x 2's first warm-up fails.
 FAULTS = {

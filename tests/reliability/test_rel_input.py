@@ -12,6 +12,8 @@ from rel_helpers import (
     Cli, assert_nothing_left, free_port, one_error_line, processes_mentioning, query, run_cli, sim_config, write_profile,
 )
 
+pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
+
 
 def _bad(tmp_path, *args: str, env: dict | None = None) -> str:
     proc = run_cli(*args, cwd=tmp_path, env=env, timeout=60)

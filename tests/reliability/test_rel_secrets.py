@@ -4,10 +4,13 @@ echoes it back in error bodies and prints it in its own log."""
 
 from __future__ import annotations
 
+import pytest
 import json
 
 import duckdb
 from rel_helpers import Sim, assert_nothing_left, cells, one_error_line, run_cli, run_row, sim_config, write_profile
+
+pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
 
 KEY = "sk-imx-rel-7f3a9c2e5b1d4086"
 ENV = {"IMX_REL_KEY": KEY}

@@ -3,11 +3,14 @@ code, and that no engine process outlives the run; then resume runs only what is
 
 from __future__ import annotations
 
+import pytest
 import signal
 import time
 
 import psutil
 from rel_helpers import Cli, assert_nothing_left, cells, processes_mentioning, query, run_cli, run_row, running_requests, sim_config, write_profile
+
+pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
 
 
 def _mid_second_cell(tmp_path, profile, db, **matrix) -> Cli:

@@ -3,9 +3,12 @@ number; and ``--no-loop-detection`` keeps a looping engine's cells from being ju
 
 from __future__ import annotations
 
+import pytest
 import json
 
 from rel_helpers import assert_nothing_left, cells, query, run_cli, run_row, sim_config, write_profile
+
+pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
 
 
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import copy as copy_module
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,11 +34,24 @@ def store(tmp_path):
     s.close()
 
 
+@pytest.fixture(scope="session")
+def filled_template(tmp_path_factory):
+    """The reference-like run, built once (a second of inserts), copied by each test that wants it."""
+    path = tmp_path_factory.mktemp("filled") / "template.duckdb"
+    with Store(path) as s:
+        run_id, cells, prefill = fill_run(s)
+    return path, run_id, cells, prefill
+
+
 @pytest.fixture
-def filled(store):
-    """A completed reference-like run: (store, run_id, cells, prefill)."""
-    run_id, cells, prefill = fill_run(store)
-    return store, run_id, cells, prefill
+def filled(tmp_path, filled_template):
+    """A completed reference-like run in a database of the test's own: (store, run_id, cells, prefill)."""
+    path, run_id, cells, prefill = filled_template
+    copy = tmp_path / "filled.duckdb"
+    shutil.copyfile(path, copy)
+    s = Store(copy)
+    yield s, run_id, copy_module.deepcopy(cells), copy_module.deepcopy(prefill)
+    s.close()
 
 
 @pytest.fixture(scope="session")

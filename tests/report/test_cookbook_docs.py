@@ -18,6 +18,8 @@ from infermatrix.core.importer import import_page
 from infermatrix.core.store import Store
 from report_expect import REFERENCE_PAGE
 
+pytestmark = pytest.mark.slow  # builds a database of several runs once (over a second of CPU)
+
 COOKBOOK = Path(__file__).resolve().parents[2] / "docs" / "cookbook.md"
 QUESTION = re.compile(r"^## (\d+)\. (.+?)$(.*?)(?=^## |\Z)", re.M | re.S)
 SQL = re.compile(r"```sql\n(.*?)```", re.S)

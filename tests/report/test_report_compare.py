@@ -60,6 +60,7 @@ def md_row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+@pytest.mark.slow  # over a second of CPU (several runs written to DuckDB)
 def test_markdown_rows_ratios_and_marks(store):
     a, cells_a, _ = fill_run(store, seed=1)
     b, cells_b = varied_run(store, 2, "sglang")
@@ -75,6 +76,7 @@ def test_markdown_rows_ratios_and_marks(store):
         assert md_row(row) in md, row
 
 
+@pytest.mark.slow  # over a second of CPU (several runs written to DuckDB)
 def test_geometric_means_and_tallies(store):
     a, cells_a, _ = fill_run(store, seed=1)
     b, cells_b = varied_run(store, 3, "sglang")
@@ -93,6 +95,7 @@ def test_geometric_means_and_tallies(store):
     assert f"| Total tok/s | ×{want_total:.2f}" in md
 
 
+@pytest.mark.slow  # over a second of CPU (several runs written to DuckDB)
 def test_cells_only_one_side_could_run_and_cells_not_tried(store):
     a, cells_a, _ = fill_run(store, seed=1)
     # B runs all of A's cells, valid everywhere, except one A could run, and leaves one out.
@@ -132,6 +135,7 @@ def test_best_run_per_cell_over_three_runs(store):
     assert len(cmp.best) == len(REFERENCE_VALID)
 
 
+@pytest.mark.slow  # over a second of CPU (several runs written to DuckDB)
 def test_method_warning_names_each_difference(store):
     a, _, _ = fill_run(store, seed=1, other=False)
     same, _, _ = fill_run(store, seed=2, other=False)
@@ -154,6 +158,7 @@ def test_verdict_direction_and_noise_band():
     assert {m.key for m in METRICS} == set(FIELDS)
 
 
+@pytest.mark.slow  # over a second of CPU (several runs written to DuckDB)
 def test_text_colours_better_green_worse_red(store):
     a, cells_a, _ = fill_run(store, seed=1, other=False)
     b, cells_b, _ = fill_run(store, {"engine": "sglang"}, scale=1.5, seed=2, other=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from rich.color import ColorSystem
 from rich.console import Console
 from rich.style import Style
@@ -136,6 +137,7 @@ def test_statuses_have_distinct_styles(filled):
         assert re.search(re.escape(on + label) + r" *" + re.escape(off), ansi), status
 
 
+@pytest.mark.slow  # over a second of CPU (several runs written to DuckDB)
 def test_report_reads_only_the_database(tmp_path):
     path = tmp_path / "r.duckdb"
     with Store(path) as s:

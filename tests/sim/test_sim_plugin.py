@@ -84,10 +84,12 @@ def _lifecycle(engine_cls, tmp_path):
     return engine
 
 
+@pytest.mark.slow  # starts a process
 def test_start_stop_no_orphan_via_server_module(tmp_path):
     _lifecycle(ModuleSimEngine, tmp_path)
 
 
+@pytest.mark.slow  # starts a process
 def test_start_stop_no_orphan_via_cli(tmp_path):
     pytest.importorskip("infermatrix.cli")
     engine = _lifecycle(SimEngine, tmp_path)
@@ -108,6 +110,7 @@ def test_attach_mode_describes_the_running_server(tiny, tmp_path):
     assert info.hardware == {"type": "simulated", "profile": "tiny"} and info.model == "sim-tiny"
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_signal_ends_open_streams_and_exits_cleanly(tmp_path, sig):
     import os

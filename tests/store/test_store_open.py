@@ -40,6 +40,7 @@ def holder(db_path):
         proc.wait()
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("read_only", [False, True])
 def test_locked_by_another_process(db_path, holder, read_only):
     with pytest.raises(StoreError) as err:
@@ -50,6 +51,7 @@ def test_locked_by_another_process(db_path, holder, read_only):
     assert f"pid {holder.pid}" in msg
 
 
+@pytest.mark.slow  # starts a process
 def test_lock_released_when_holder_exits(db_path, holder):
     holder.stdin.close()
     holder.wait(timeout=20)

@@ -21,16 +21,22 @@ CONTRACT = {
     "engine_comparison": ["run_a", "run_b", "context_label", "concurrency", "metric", "value_a", "value_b", "ratio"],
     "latency_percentiles": ["run_id", "context_label", "concurrency", "metric", "p50", "p90", "p99", "p999", "max"],
 }
+# Added after DESIGN.md's list, at the end (schema v3: docs/metrics.md): adding is allowed, renaming is not.
+ADDED = {
+    "prefill_list": ["samples"],
+    "decode_matrix": ["ran_at_most", "ttft_burst_ms", "ttft_restart_ms"],
+    "engine_comparison": ["method_match"],
+}
 NUMBERS = ["total_tps", "per_request_tps", "ttft_ms", "tbt_ms", "avg_active", "completed", "output_tokens", "measured_s"]
 
 
 @pytest.mark.parametrize("view", sorted(CONTRACT))
 def test_view_columns_are_the_contract(store, view):
     cols, rows = store.query(f"DESCRIBE {view}")
-    assert [r[0] for r in rows] == CONTRACT[view]
+    assert [r[0] for r in rows] == CONTRACT[view] + ADDED.get(view, [])
     # and a plain select sees the same order
     cols, _ = store.query(f"SELECT * FROM {view}")
-    assert cols == CONTRACT[view]
+    assert cols == CONTRACT[view] + ADDED.get(view, [])
 
 
 def test_schema_applied_once_and_idempotent(db_path):
@@ -109,6 +115,7 @@ def _comparison_rows(store):
     return [dict(zip(cols, r)) for r in rows]
 
 
+@pytest.mark.slow  # over a second of CPU (several runs written to DuckDB)
 def test_engine_comparison_pairs_and_ratio(store):
     a, cells_a, _ = fill_run(store, seed=1)
     b, cells_b, _ = fill_run(store, {"engine": "sglang"}, scale=1.25, seed=2, other=False)
@@ -163,3 +170,34 @@ def test_numbers_are_null_not_nan(store):
     store.save_cell(run_id, c)
     _, rows = store.query("SELECT tbt_ms FROM decode_matrix WHERE run_id = ?", [run_id])
     assert rows == [(None,)]
+
+
+def _method_run(store, **info):
+    base = {"engine": "x", "model": "m", "duration_s": 30.0, "max_output": 4096, "prompt_mode": "distinct", "api": "completions",
+            "config": {"matrix": {"temperature": 0.0}}}
+    run_id = store.create_run({**base, **info})
+    c, _ = make_cell(1024, 1)
+    c.token_source = "usage"
+    store.save_cell(run_id, c)
+    return run_id
+
+
+def _match(store, a, b):
+    _, rows = store.query("SELECT DISTINCT method_match FROM engine_comparison WHERE run_a = ? AND run_b = ?", [a, b])
+    assert len(rows) == 1
+    return rows[0][0]
+
+
+def test_engine_comparison_says_whether_the_method_matched(store):
+    a = _method_run(store)
+    same = _method_run(store, engine="y")
+    longer = _method_run(store, engine="y", max_output=256)
+    hot = _method_run(store, engine="y", config={"matrix": {"temperature": 0.7}})
+    old = _method_run(store, engine="y", config={"matrix": {}})  # measured before temperature was a field: 0
+    unknown = _method_run(store, engine="y", duration_s=None)  # e.g. an imported page that does not say
+    assert _match(store, a, same) is True and _match(store, same, a) is True
+    assert _match(store, a, longer) is False
+    assert _match(store, a, hot) is False
+    assert _match(store, a, old) is True
+    assert _match(store, a, unknown) is None
+    assert _match(store, longer, unknown) is False  # a known difference wins over an unknown

@@ -95,3 +95,20 @@ def test_recorded_vllm_metrics_page():
     assert (cap.kv_tokens, cap.max_seqs) == (48 * 128, 8)
     labels = cache_config_labels(text)
     assert labels["kv_cache_size_tokens"] == "6144" and labels["enable_prefix_caching"] == "True"
+
+
+DP2_METRICS = """\
+# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",engine="0",num_gpu_blocks="1000"} 1.0
+vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",engine="1",num_gpu_blocks="900"} 1.0
+"""
+
+
+def test_data_parallel_capacity_sums_every_rank():
+    """Each data-parallel rank reports its own cache_config_info sample and holds its own KV cache; the first
+    sample alone was one rank's budget. --max-num-seqs is per rank too."""
+    cap = _resolve(VLLM, {}, DP2_METRICS)
+    assert cap is not None and cap.kv_tokens == 16 * (1000 + 900)
+    assert cap.detail["ranks"] == 2 and "2 data-parallel ranks" in cap.source
+    assert cap.max_seqs == 16

@@ -13,6 +13,8 @@ from infermatrix.core.store import Store
 from infermatrix.core.store.telemetry import save_gpu_samples
 from infermatrix.core.engine.telemetry import GpuSampler
 
+pytestmark = pytest.mark.slow  # runs a fake nvidia-smi as a process in most tests
+
 FAKE = Path(__file__).with_name("fake_nvidia_smi.py")
 
 

@@ -4,6 +4,8 @@ someone else runs, ``LaunchedEngine`` starts its own (or attaches, when ``engine
 from __future__ import annotations
 
 import abc
+import os
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -12,13 +14,13 @@ from typing import Any
 import anyio
 import httpx
 
-from infermatrix.core.config import EngineConfig
+from infermatrix.core.config import ConfigError, EngineConfig
 from infermatrix.core.engine.process import ChildProcess
 from infermatrix.core.redact import redact_argv, redact_text, shell_join
 from infermatrix.core.engine.traits import EngineTraits
 from infermatrix.core.types import Capacity, EngineInfo
 
-__all__ = ["Engine", "AttachEngine", "LaunchedEngine", "EngineError", "free_port", "connect_host", "normalize_base_url", "probe_reachable"]
+__all__ = ["Engine", "AttachEngine", "LaunchedEngine", "EngineError", "free_port", "connect_host", "normalize_base_url", "probe_reachable", "missing_executable"]
 
 
 class EngineError(RuntimeError):
@@ -107,6 +109,10 @@ class Engine(abc.ABC):
         """How the engine process ended, in words ('' when attached)."""
         return ""
 
+    def preflight(self) -> None:
+        """Raise :class:`ConfigError` for a mistake found before anything starts (nothing by default)."""
+        return None
+
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the engine's log, redacted ('' when there is none)."""
         return ""
@@ -178,7 +184,9 @@ class Engine(abc.ABC):
 
     async def describe(self, client: httpx.AsyncClient) -> EngineInfo:
         """Model, ``max_model_len`` and version, asked of the server."""
-        models = (await client.get(f"{self.base_url}/v1/models", headers=self.headers, timeout=10)).json()
+        answer = await client.get(f"{self.base_url}/v1/models", headers=self.headers, timeout=10)
+        answer.raise_for_status()  # an error answer is not a list of models: the caller retries or reports it
+        models = answer.json()
         entries: list[dict[str, Any]] = models.get("data") or []
         wanted = self.config.model
         entry = next((m for m in entries if m.get("id") == wanted), entries[0] if entries else {})
@@ -238,6 +246,17 @@ class AttachEngine(Engine):
         """Nothing to kill."""
 
 
+def missing_executable(program: str) -> str | None:
+    """Why ``program`` (a path, or a name looked up on ``PATH``) can't be run, or ``None`` if it can."""
+    if os.sep in program:
+        if not os.path.exists(program):
+            return f"{program!r} does not exist"
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            return f"{program!r} is not an executable file"
+        return None
+    return None if shutil.which(program) else f"{program!r} is not on PATH"
+
+
 def connect_host(host: str) -> str:
     """Where to reach a server bound to ``host``: a wildcard bind is reached on loopback."""
     return "127.0.0.1" if host in ("", "0.0.0.0", "::", "[::]") else host
@@ -269,6 +288,15 @@ class LaunchedEngine(Engine):
     def env(self) -> dict[str, str]:
         return {}
 
+    def preflight(self) -> None:
+        """The program the command runs must exist and be executable: said in one line before the run
+        exists, instead of a traceback from deep inside the launch."""
+        if self.attach:
+            return
+        why = missing_executable(self.command()[0])
+        if why:
+            raise ConfigError(f"engine: cannot launch {self.kind}: {why}")
+
     @property
     def launch_command(self) -> str | None:
         if self.attach:
@@ -278,8 +306,13 @@ class LaunchedEngine(Engine):
     async def start(self) -> None:
         if self.attach:
             return
-        self.child = ChildProcess(self.command(), self.log_path, env=self.env(), display=self.launch_command)
-        self.child.start()
+        argv = self.command()
+        self.child = ChildProcess(argv, self.log_path, env=self.env(), display=self.launch_command)
+        try:
+            self.child.start()
+        except OSError as exc:  # the program vanished since preflight (or a restart): a failed run, one line
+            self.child = None
+            raise EngineError(f"cannot start {self.kind}: {missing_executable(argv[0]) or exc.strerror or exc}") from None
 
     async def stop(self) -> None:
         child = self.child

@@ -9,7 +9,7 @@ from typing import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["metric_value", "scan_values", "info_labels"]
+__all__ = ["all_info_labels", "metric_value", "scan_values", "metric_samples", "info_labels"]
 
 
 def metric_value(text: str, name: str) -> float | None:
@@ -51,6 +51,20 @@ def scan_values(page: str, names: Iterable[str]) -> dict[str, float | None]:
     return {n: metric_value(text, n) for n in wanted}
 
 
+def metric_samples(page: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """Every sample of ``name`` (or ``name_total``) with its labels, for an engine whose values must
+    be combined otherwise than summed (one gauge per parallel rank, a ratio to average)."""
+    keep = {name, f"{name}_total"}
+    lines = [ln for ln in page.splitlines() if ln.startswith(name) and _sample_name(ln) in keep]
+    out: list[tuple[dict[str, str], float]] = []
+    try:
+        for family in text_string_to_metric_families("\n".join(lines) + "\n"):
+            out += [(dict(s.labels), s.value) for s in family.samples if s.name in keep]
+    except (ValueError, TypeError):
+        return []
+    return out
+
+
 def info_labels(text: str | None, family: str) -> dict[str, str]:
     """The labels of the first sample of an info-style metric family (``family`` or ``family_info``)."""
     if not text:
@@ -63,3 +77,18 @@ def info_labels(text: str | None, family: str) -> dict[str, str]:
     except (ValueError, TypeError):
         return {}
     return {}
+
+
+def all_info_labels(text: str | None, family: str) -> list[dict[str, str]]:
+    """The labels of every sample of an info-style metric family: one per engine rank where an engine
+    runs several (data parallelism exposes one sample per rank, told apart by a label)."""
+    if not text:
+        return []
+    out: list[dict[str, str]] = []
+    try:
+        for fam in text_string_to_metric_families(text):
+            if fam.name in (family, f"{family}_info") or fam.name.removesuffix("_info") == family.removesuffix("_info"):
+                out.extend(dict(sample.labels) for sample in fam.samples)
+    except (ValueError, TypeError):
+        return out
+    return out

@@ -72,9 +72,9 @@ class MetricNames:
     spec_accepted_tokens: str | None = None  # speculative draft tokens accepted (counter)
     path: str = "/metrics"
     parse: Callable[[str], Gauges] | None = None
-    # The token counters move when a request ends, not token by token: a window's edges cut requests,
-    # so a before/after delta says nothing about the window and per-cell engine-side reconciliation
-    # is skipped (the counters still describe a whole run).
+    # The token counters (generated, prompt, speculative) move when a request ends, not token by token:
+    # a window's edges cut requests, so reads inside a run say nothing about a window. They are then not
+    # read at all (parse_gauges leaves them None): no per-cell reconciliation or rate check against them.
     counted_at_request_end: bool = False
 
     def names(self) -> dict[str, str]:
@@ -142,10 +142,9 @@ class EngineTraits:
     version_path: str | None = None  # GET -> {"version": ...}
     per_chunk_usage: bool = False  # every chunk may carry cumulative usage, when asked with per_chunk_usage_fields
     per_chunk_usage_fields: Mapping[str, Any] = field(default_factory=lambda: dict(PER_CHUNK_USAGE_FIELDS))
-    # Reads (generated tokens so far, prompt tokens) from a chunk whose counts are not in "usage";
-    # None: usage.completion_tokens / usage.prompt_tokens. A chunk's own "usage", where it has one,
-    # is read when this answers None.
-    per_chunk_usage_read: Callable[[Mapping[str, Any]], tuple[int | None, int | None]] | None = None
+    # Where in a chunk that cumulative generated-token count is (keys, outermost first); the final
+    # usage-only chunk is read at usage.completion_tokens whatever this says.
+    per_chunk_usage_path: tuple[str, ...] = ("usage", "completion_tokens")
     ignore_eos: bool = False  # the server can be asked to ignore EOS (matrix.ignore_eos), with ignore_eos_fields
     ignore_eos_fields: Mapping[str, Any] = field(default_factory=lambda: dict(IGNORE_EOS_FIELDS))
     body_extras: Mapping[str, Any] = field(default_factory=dict)  # further fields every streaming request carries

@@ -1,7 +1,13 @@
-"""Watching the engine while a cell or probe runs: is it still there?
+"""Watching the engine while a step of the run (start-up, a cell, a probe) runs: is it still there?
 
 Down = the process exited (launch mode), or connection failures in a row on any request followed by a
 failed ``/health`` probe. The runner then records the cell as ``error`` and restarts or waits.
+
+Every way a step can end on the engine's account becomes one of two exceptions, never a traceback:
+:class:`EngineDown` (it is gone: recover) or :class:`StepFailed` (it answered, but a request outside
+the per-request accounting failed — a tokenize call, a metrics read, describe: the step is an error,
+the run goes on). Errors a step swallowed (a metrics read that returned nothing) are checked too: if
+any transport error happened during the step, the engine is asked whether it is still there.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import anyio
 import httpx
 from infermatrix.core.engine.contract import Engine
 
-__all__ = ["CONNECT_FAILURES", "WatchedTransport", "EngineDown", "guarded"]
+__all__ = ["CONNECT_FAILURES", "WatchedTransport", "EngineDown", "StepFailed", "guarded", "down_reason"]
 
 # The engine is suspected down after this many connection failures in a row (then /health decides).
 CONNECT_FAILURES = 3
@@ -25,13 +31,18 @@ class WatchedTransport(httpx.AsyncBaseTransport):
         self.inner = inner
         self.consecutive = 0
         self.last_error = ""
+        self.errors = 0  # transport errors of any kind, ever (a step compares before and after)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
             response = await self.inner.handle_async_request(request)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            self.errors += 1
             self.consecutive += 1
             self.last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise
+        except httpx.TransportError:
+            self.errors += 1
             raise
         self.consecutive = 0
         return response
@@ -41,9 +52,35 @@ class WatchedTransport(httpx.AsyncBaseTransport):
 
 
 class EngineDown(Exception):
+    """The engine is gone (process exited, or not answering ``/health``)."""
+
     def __init__(self, why: str):
         super().__init__(why)
         self.why = why
+
+
+class StepFailed(Exception):
+    """A request outside the per-request accounting failed while the engine still answers ``/health``."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+def _text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+async def down_reason(engine: Engine, client: httpx.AsyncClient, cause: str = "") -> str | None:
+    """Why the engine is down (its process exited, or ``/health`` fails), or ``None`` when it is there."""
+    if not engine.alive():
+        return f"{engine.kind} {engine.exit_note()}"
+    why = await engine.healthy(client, 5)
+    if why is None:
+        return None
+    if not engine.alive():  # it died while we asked: the exit says more than the refused connection
+        return f"{engine.kind} {engine.exit_note()}"
+    return f"{engine.kind} at {engine.base_url} stopped answering ({cause + '; ' if cause else ''}health probe: {why})"
 
 
 
@@ -60,11 +97,12 @@ def _http_error(exc: BaseException) -> httpx.HTTPError | None:
 
 
 async def guarded(engine: Engine, client: httpx.AsyncClient, transport: WatchedTransport, fn: Callable[[], Awaitable[Any]]) -> Any:
-    """``await fn()`` while watching the engine; raises :class:`EngineDown` (and cancels ``fn``) when it goes down."""
+    """``await fn()`` while watching the engine; raises :class:`EngineDown` (and cancels ``fn``) when it
+    goes down, :class:`StepFailed` when an HTTP error escapes ``fn`` while the engine still answers."""
     result: Any = None
     down: str | None = None
-
     error: Exception | None = None
+    errors_before = transport.errors
 
     async def work(scope: anyio.CancelScope) -> None:
         nonlocal result, down, error
@@ -73,13 +111,14 @@ async def guarded(engine: Engine, client: httpx.AsyncClient, transport: WatchedT
         except Exception as exc:  # re-raised below, not wrapped in the task group's ExceptionGroup
             http = _http_error(exc)
             if http is None:
-                error = exc
+                error = exc  # not the engine's doing (a bug, the store): the caller's to handle
             else:  # outside a request's own accounting (prompts, gauges, recounts): is it the engine?
-                why = await engine.healthy(client, 5)
-                if why is None:
-                    error = exc
-                else:
-                    down = f"{engine.kind} at {engine.base_url} stopped answering ({type(http).__name__}: {http}; health probe: {why})"
+                down = await down_reason(engine, client, _text(http))
+                if down is None:
+                    error = StepFailed(engine.redact(_text(http)))
+        else:
+            if transport.errors != errors_before:  # something failed and was swallowed: is the engine still there?
+                down = await down_reason(engine, client, transport.last_error)
         scope.cancel()
 
     async def watch(scope: anyio.CancelScope) -> None:
@@ -102,8 +141,8 @@ async def guarded(engine: Engine, client: httpx.AsyncClient, transport: WatchedT
     async with anyio.create_task_group() as tg:
         tg.start_soon(work, tg.cancel_scope)
         tg.start_soon(watch, tg.cancel_scope)
+    if down is not None:
+        raise EngineDown(engine.redact(down))
     if error is not None:
         raise error
-    if down is not None:
-        raise EngineDown(down)
     return result

@@ -12,19 +12,25 @@ import httpx
 import pluggy
 
 from infermatrix.core.measure import histograms
-from infermatrix.core.measure.client import endpoint_path, request_body, stream_request
+from infermatrix.core.measure.client import encode_body, endpoint_path, request_body, stream_request
 from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
-from infermatrix.core.measure.reconcile import RECONCILE_LIMIT, disagreement, recount_chunks, tokenizer_total
-from infermatrix.core.measure.selfcheck import ClientMonitor
-from infermatrix.core.measure.steady import EngineGauges
+from infermatrix.core.measure.admission import EngineSample, judge_admission
+from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
+from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, edge_lag_ms, worst
+from infermatrix.core.measure.steady import EngineGauges, GaugeSample
+from infermatrix.core.measure.transport import RawClient
+from infermatrix.core.measure.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
+from infermatrix.core.run.warmup import PrefillRates, warm_prompts
 from infermatrix.core.engine.traits import EngineTraits
 from infermatrix.core.types import CellResult, Prompt, RequestRecord
 
 __all__ = ["CellRunner", "MAX_CONSECUTIVE_FAILURES"]
 
-# A stream that fails this many times in a row stops; the cell is then an error, not a hang.
-MAX_CONSECUTIVE_FAILURES = 3
+# After the window: how long requests sent inside it may take to get their first token — this many times
+# the longest TTFT the cell has seen, at least TTFT_WAIT_MIN_S, at most ramp_timeout_s.
+TTFT_WAIT_FACTOR = 2.0
+TTFT_WAIT_MIN_S = 2.0
 
 
 @dataclass
@@ -43,16 +49,29 @@ class CellRunner:
     tokenizer: Any = None  # counts generated text (``count_output``) for recounts and reconciliation
     id_prefix: str = "imx"  # X-Request-Id = {id_prefix}-{context}-{n}-s{stream}-r{seq}: joins our records to the server's
     traits: EngineTraits = field(default_factory=EngineTraits)  # what the engine offers beyond the OpenAI API
+    prefill_rates: PrefillRates = field(default_factory=PrefillRates)  # measured prefill rates: size warm-ups
+    watch: Any = None  # the run's WatchedTransport: the raw transport reports its connect failures there too
 
     def __post_init__(self) -> None:
         self.gauges = EngineGauges(self.client, self.base_url, self.headers, self.traits.metrics)
+        # Streams go through httpx (the default) or the raw asyncio reader (matrix.transport = "raw", docs/performance.md).
+        self.streams: Any = self.client
+        if self.matrix.transport == "raw":
+            self.streams = RawClient(connect_timeout_s=self.matrix.connect_timeout_s, idle_timeout_s=self.matrix.idle_timeout_s, watch=self.watch)
+
+    async def _close_streams(self) -> None:
+        """Close the raw transport's pooled connections (httpx's pool is the run's, closed with it)."""
+        if self.streams is not self.client:
+            await self.streams.aclose()
 
     @property
     def url(self) -> str:
         return self.base_url + endpoint_path(self.matrix.api)
 
     def _body(self, prompt: Prompt, max_tokens: int) -> dict[str, Any]:
-        return request_body(self.matrix.api, self.model, prompt.text, max_tokens, ignore_eos=self.matrix.ignore_eos, traits=self.traits)
+        body = request_body(self.matrix.api, self.model, prompt.text, max_tokens, ignore_eos=self.matrix.ignore_eos, traits=self.traits)
+        body["temperature"] = self.matrix.temperature  # a recorded [matrix] field (0: greedy)
+        return body
 
     def _phase(self, name: str, deadline: float | None = None) -> None:
         if self.on_phase is not None:
@@ -61,36 +80,43 @@ class CellRunner:
     def request_id(self, kind: str, context: int, n: int, stream: int, seq: int) -> str:
         return f"{self.id_prefix}-{kind}-{context}-{n}-s{stream}-r{seq}"
 
-    def _read_usage(self) -> Callable[[Any], tuple[int | None, int | None]] | None:
-        return self.traits.per_chunk_usage_read if self.traits.per_chunk_usage else None
+    def _count_path(self) -> tuple[str, ...]:
+        return tuple(self.traits.per_chunk_usage_path) if self.traits.per_chunk_usage else ()
 
     def _headers(self, request_id: str) -> dict[str, str]:
         return {**self.headers, "X-Request-Id": request_id}
 
-    async def one_shot(self, prompt: Prompt, max_tokens: int = 1, stream_index: int = 0, kind: str = "prefill") -> RequestRecord:
-        """A single streamed request (prefill probes, warm-up)."""
+    async def one_shot(
+        self, prompt: Prompt, max_tokens: int = 1, stream_index: int = 0, kind: str = "prefill", *,
+        read_timeout_s: float | None = None, seq: int | None = None,
+    ) -> RequestRecord:
+        """A single streamed request (prefill probes, warm-up); its body encoded before the clock starts."""
         record = RequestRecord(stream_index=stream_index, seq=0, sent=time.monotonic())
-        rid = self.request_id(kind, prompt.tokens, 1, stream_index, time.monotonic_ns())
-        return await stream_request(self.client, self.url, self._body(prompt, max_tokens), record, headers=self._headers(rid),
-                                    read_usage=self._read_usage())  # fmt: skip
+        rid = self.request_id(kind, prompt.tokens, 1, stream_index, time.monotonic_ns() if seq is None else seq)
+        timeout = None
+        if read_timeout_s is not None:
+            t = self.client.timeout
+            timeout = httpx.Timeout(connect=t.connect, read=read_timeout_s, write=t.write, pool=t.pool)
+        body = encode_body(self._body(prompt, max_tokens))
+        try:
+            return await stream_request(self.streams, self.url, body, record, headers=self._headers(rid), timeout=timeout,
+                                        count_path=self._count_path())  # fmt: skip
+        finally:
+            if kind == "prefill":  # a probe stands alone: leave no raw connection open behind it
+                await self._close_streams()
 
-    async def warm(self, prompts: list[Prompt]) -> list[RequestRecord]:
-        """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it."""
+    async def warm(self, context: int, prompts: list[Prompt]) -> list[RequestRecord]:
+        """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it (core/run/warmup.py)."""
         self._phase("warm-up")
-        done: list[RequestRecord] = []
-
-        async def one(i: int, p: Prompt) -> None:
-            done.append(await self.one_shot(p, 1, i, kind="warm"))
-
-        async with anyio.create_task_group() as tg:
-            for i, p in enumerate(prompts):
-                tg.start_soon(one, i, p)
+        done, plan = await warm_prompts(self, context, prompts, self.on_phase)
+        self.last_warm_plan: dict[str, float] | None = {"concurrency": plan.concurrency, "timeout_s": round(plan.timeout_s, 1)}
         return done
 
     async def measure(self, context_tokens: int, prompts: list[Prompt]) -> CellResult:
         n = len(prompts)
         started_at = time.time()
-        warm_records = await self.warm(prompts) if self.matrix.warmup else []
+        self.last_warm_plan = None
+        warm_records = await self.warm(context_tokens, prompts) if self.matrix.warmup else []
         self.last_warm = warm_records  # the runner counts failed warm-ups in the cell's accounting
         warm_failures = [r for r in warm_records if r.outcome != "ok"]
         if warm_failures and len(warm_failures) == len(warm_records):
@@ -100,121 +126,149 @@ class CellRunner:
         self.live_records = records  # the runner keeps these when the cell is cut short (signal, engine down)
         by_stream: list[list[RequestRecord]] = [[] for _ in range(n)]
         dead: set[int] = set()
+        closing = False  # the window has closed: no stream starts another request
+
+        count_path = self._count_path()
 
         async def worker(i: int) -> None:
-            failures = 0
-            seq = 0
-            while True:
-                rec = RequestRecord(stream_index=i, seq=seq, sent=time.monotonic())
+            body = encode_body(self._body(prompts[i], self.matrix.max_output))  # encoded once for every restart of this stream
+
+            async def send(rec: RequestRecord) -> RequestRecord:
+                rid = self.request_id("decode", context_tokens, n, i, rec.seq)
+                return await stream_request(self.streams, self.url, body, rec, headers=self._headers(rid), on_tokens=self.on_tokens,
+                                        count_path=count_path)  # fmt: skip
+
+            def begin(rec: RequestRecord) -> None:
                 records.append(rec)
                 by_stream[i].append(rec)
-                await stream_request(
-                    self.client, self.url, self._body(prompts[i], self.matrix.max_output), rec,
-                    headers=self._headers(self.request_id("decode", context_tokens, n, i, seq)), on_tokens=self.on_tokens,
-                    read_usage=self._read_usage(),
-                )
-                seq += 1
-                if rec.outcome == "ok":
-                    failures = 0
-                    continue  # closed loop: restart at once with the same, already cached prompt
-                failures += 1
-                if failures >= MAX_CONSECUTIVE_FAILURES:
-                    dead.add(i)
-                    return
-                await anyio.sleep(0.2)
+
+            if not await run_stream(i, send, begin, lambda: not closing):
+                dead.add(i)
+
+        # Above matrix.client_workers_above streams the streams run in worker processes (docs/performance.md).
+        k = worker_count(n, self.matrix.client_workers_above, self.matrix.client_workers)
+        pool = WorkerPool(self._worker_spec(context_tokens, prompts), k, records, self.on_tokens) if k else None
 
         def started(i: int) -> bool:
+            if pool is not None:
+                return i in pool.started
             return any(r.first_token is not None for r in by_stream[i])
 
         ramp_ok = True
         before = await self.gauges.read()
-        monitor = ClientMonitor()
-        engine_running: list[float] = []
+        ramp_monitor, monitor = ClientMonitor(), ClientMonitor()
+        gauge_samples: list[GaugeSample] = []
         steady = None
 
-        async def watch_engine() -> None:
-            while True:  # the engine's running count through the window, for achieved concurrency
-                g = await self.gauges.read()
-                if g is None or g.running is None:
-                    return
-                engine_running.append(g.running)
-                await anyio.sleep(0.25)
-
         async with anyio.create_task_group() as tg:
-            for i in range(n):
-                tg.start_soon(worker, i)
+            if pool is not None:
+                dead = pool.dead
+                tg.start_soon(pool.run)
+            else:
+                for i in range(n):
+                    tg.start_soon(worker, i)
             self._phase("ramp", time.monotonic() + self.matrix.ramp_timeout_s)
-            with anyio.move_on_after(self.matrix.ramp_timeout_s) as ramp:
-                while not all(started(i) for i in range(n)):
-                    if dead and len(dead) + sum(started(i) for i in range(n)) >= n:
-                        break
-                    await anyio.sleep(0.005)
-            ramp_ok = not ramp.cancelled_caught and not dead
-            if ramp_ok:
-                # Steady state: the engine itself runs all N and queues none (when it reports it).
-                steady = await self.gauges.wait_steady(n, self.matrix.steady_timeout_s)
+            async with anyio.create_task_group() as ramp_watch:
+                if self.matrix.check_client:  # every TTFT at high N is measured in the ramp: the client is watched there too
+                    ramp_watch.start_soon(ramp_monitor.sample)
+                with anyio.move_on_after(self.matrix.ramp_timeout_s) as ramp:
+                    while not all(started(i) for i in range(n)):
+                        if dead and len(dead) + sum(started(i) for i in range(n)) >= n:
+                            break
+                        await anyio.sleep(0.005)
+                ramp_ok = not ramp.cancelled_caught and not dead
+                if ramp_ok:
+                    # Steady state: the engine itself runs all N and queues none (when it reports it).
+                    steady = await self.gauges.wait_steady(n, self.matrix.steady_timeout_s)
+                ramp_watch.cancel_scope.cancel()
             window_start = time.monotonic()
             self._phase("measure", window_start + self.matrix.duration_s)
             if ramp_ok:
                 async with anyio.create_task_group() as watchers:
                     if self.matrix.check_client:
                         watchers.start_soon(monitor.sample)
-                    watchers.start_soon(watch_engine)
+                    watchers.start_soon(self.gauges.watch, gauge_samples)  # at most once a second (docs/performance.md)
                     await anyio.sleep(self.matrix.duration_s)
                     watchers.cancel_scope.cancel()
             window_end = time.monotonic()
+            closing = True
+            if pool is not None:  # the workers wait for their first tokens the same way, then hand over their records
+                await pool.stop(window_end, self._ttft_wait_bound(records) if ramp_ok else 0.0)
+            elif ramp_ok:
+                await self._await_first_tokens(records, window_end)
             tg.cancel_scope.cancel()  # close every open stream: the server aborts them
+        await self._close_streams()
+        samples = [EngineSample(s.t, s.gauges.running, s.gauges.waiting) for s in gauge_samples if s.gauges.running is not None]
 
         count = getattr(self.tokenizer, "count_output", None)
         # Tokenizer fallback first, so the numbers below are computed once, from the corrected counts.
         recounted = await recount_chunks(records, count, window_start, window_end) if count is not None else 0
         result = self._result(context_tokens, n, started_at, records, window_start, window_end, ramp_ok, dead)
-        await self._reconcile(result, records, before, recounted, count)
+        after = await self.gauges.read()
+        result.flags["tokens"] = await reconcile_tokens(n, records, before, after, recounted, count)
         result.flags["steady_state"] = None if steady is None else {
             "reached": steady.reached, "engine_max_running": steady.achieved, "waited_s": round(steady.waited_s, 3),
             "engine_metrics": steady.metrics,
         }  # fmt: skip
         result.flags["engine_gauges"] = {"state": self.gauges.state, "failed_reads": self.gauges.failures}
-        if engine_running:
-            result.flags["engine_running_mean"] = sum(engine_running) / len(engine_running)
-            result.flags["achieved_concurrency"] = max(engine_running)
-        if steady is not None and not steady.reached:
-            result.flags["admission_limited"] = True
-            result.flags["achieved_concurrency"] = steady.achieved
+        if self.last_warm_plan is not None:
+            result.flags["warmup_plan"] = self.last_warm_plan
+        self._judge_admission(result, steady, samples, before, after)
         if self.matrix.check_client and ramp_ok:
-            load = monitor.result()
-            result.flags["client"] = load.as_dict()
-            if load.bound and result.status == "valid":
-                result.status, result.reason = "client_bound", "; ".join(load.why)
+            verdict = client_verdict(
+                n, records, (window_start, window_end), window_load=worst([monitor.result(), *(pool.loads if pool else [])]),
+                ramp_load=ramp_monitor.result(), engine=gauge_samples, ttft_ms=result.ttft_ms, tbt_ms=result.tbt_ms,
+                edge_lag=edge_lag_ms([*ramp_monitor.ticks, *monitor.ticks, *(pool.ticks if pool else [])], (window_start, window_end)),
+            )
+            result.flags["client"] = {**verdict.as_dict(), "worker_processes": k}
+            if verdict.bound and result.status == "valid":
+                result.status, result.reason = "client_bound", "; ".join(verdict.why)
         return result
 
-    async def _reconcile(
-        self, result: CellResult, records: list[RequestRecord], before: Any, recounted: int, count: Any
-    ) -> None:
-        """Usage deltas vs the tokenizer's count (``count``, or None) vs the engine's generation counter."""
-        usage = sum(r.output_tokens for r in records if r.token_source == "usage")
-        all_usage = all(r.token_source == "usage" for r in records if r.events)
-        after = await self.gauges.read()
-        sources: dict[str, float | None] = {
-            "usage": usage if all_usage and records else None,
-            "tokenizer": await tokenizer_total(records, count) if count is not None and records else None,
-            "engine": None,
-        }
-        in_flight = 0
-        names = self.traits.metrics
-        per_token = names is None or not names.counted_at_request_end
-        if per_token and before is not None and after is not None and before.generation_tokens is not None and after.generation_tokens is not None:
-            sources["engine"] = after.generation_tokens - before.generation_tokens
-            # The engine also counted what it generated for the streams closed at the window's end but never
-            # delivered: at most one chunk per stream. Allow that much before calling the sources apart.
-            in_flight = result.concurrency * max((n for r in records for _, n in r.events), default=1)
-        client = sources["usage"] if sources["usage"] is not None else sources["tokenizer"]
-        compared = dict(sources)
-        if compared["engine"] is not None and client is not None and client <= compared["engine"] <= client + in_flight:
-            compared["engine"] = client
-        gap = disagreement(compared)
-        result.flags["tokens"] = {**sources, "engine_in_flight_allowance": in_flight, "disagreement": gap,
-                                  "agree": gap is None or gap <= RECONCILE_LIMIT, "recounted_requests": recounted}  # fmt: skip
+    def _worker_spec(self, context_tokens: int, prompts: list[Prompt]) -> WorkerSpec:
+        n = len(prompts)
+        template = {i: self.request_id("decode", context_tokens, n, i, 0).replace("{", "{{").replace("}", "}}")[:-1] + "{seq}" for i in range(n)}
+        bodies = {i: encode_body(self._body(p, self.matrix.max_output)) for i, p in enumerate(prompts)}
+        return WorkerSpec(url=self.url, transport=self.matrix.transport, connect_timeout_s=self.matrix.connect_timeout_s,
+                          idle_timeout_s=self.matrix.idle_timeout_s, streams=bodies, headers={i: self.headers for i in range(n)},
+                          id_template=template, count_path=self._count_path())  # fmt: skip
+
+    def _ttft_wait_bound(self, records: list[RequestRecord]) -> float:
+        seen = [r.first_token - r.sent for r in records if r.first_token is not None]
+        return min(self.matrix.ramp_timeout_s, max(TTFT_WAIT_MIN_S, TTFT_WAIT_FACTOR * max(seen, default=0.0)))
+
+    async def _await_first_tokens(self, records: list[RequestRecord], window_end: float) -> None:
+        """Requests sent before the window closed still get their first token (bounded), so a restart whose
+        first token lands after the window is measured, not dropped (docs/metrics.md, ``ttft_ms``)."""
+        bound = self._ttft_wait_bound(records)
+
+        def pending() -> bool:
+            return any(r.first_token is None and r.ended is None and r.sent <= window_end for r in records)
+
+        with anyio.move_on_after(bound):
+            while pending():
+                await anyio.sleep(0.002)
+
+    def _judge_admission(self, result: CellResult, steady: Any, samples: list[EngineSample], before: Any, after: Any) -> None:
+        """Whether the engine ran N (core/measure/admission.py); ``avg_active`` is the engine's count when it has one."""
+        n = result.concurrency
+        verdict = judge_admission(
+            n, self.gauges.state == "found", steady.achieved if steady is not None else None, samples,
+            getattr(before, "preemptions", None), getattr(after, "preemptions", None),
+        )  # fmt: skip
+        result.flags["admission"] = verdict.flags
+        result.flags["client_active"] = result.avg_active
+        result.flags["avg_active_source"] = "client"
+        if verdict.running_mean is not None and result.measured_s:
+            result.avg_active = verdict.running_mean
+            result.flags["avg_active_source"] = "engine"
+        if verdict.checked:
+            result.flags["achieved_concurrency"] = verdict.ran_at_most
+            result.flags["engine_running_mean"] = verdict.running_mean
+        if verdict.limited:
+            result.flags["admission_limited"] = True
+            if result.status in ("valid", "client_bound"):  # the engine's shortfall outranks the client's pace
+                result.status, result.reason = "admission_limited", verdict.reason
 
     def _failed(self, ctx: int, n: int, started_at: float, failed: list[RequestRecord], why: str) -> CellResult:
         kinds = Counter(r.outcome for r in failed)
@@ -232,8 +286,9 @@ class CellRunner:
         self._phase("verdict")
         looped = 0
         for r in records:
-            if r.text:
-                findings = [f for f in self.pm.hook.detect_loop(text=r.text, output_tokens=r.output_tokens, config=self.loops) if f]
+            tokens = max(r.output_tokens, r.final_usage_tokens or 0)  # the server's count where it gave one
+            if r.text or tokens:  # an empty or invisible output with many tokens is judged too
+                findings = [f for f in self.pm.hook.detect_loop(text=r.text, output_tokens=tokens, config=self.loops) if f]
                 if findings:
                     r.loop = findings[0]
                     looped += 1
@@ -246,6 +301,7 @@ class CellRunner:
             "failed_requests": len(failed),
             "looped_requests": looped,
             "outcomes": dict(Counter(r.outcome for r in records)),
+            "ttft_without_first_token": stats.ttft_missing,
         }
         if looped:
             status, reason = "looped", f"{looped} of {len(records)} requests repeated themselves"
@@ -272,6 +328,8 @@ class CellRunner:
             tbt_ms=stats.tbt_ms, avg_active=stats.avg_active, completed=stats.completed,
             output_tokens=stats.output_tokens, measured_s=stats.measured_s,
             window_start=ws, window_end=we,
+            ttft_burst_ms=stats.ttft_burst.median_ms, ttft_burst_n=stats.ttft_burst.count,
+            ttft_restart_ms=stats.ttft_restart.median_ms, ttft_restart_n=stats.ttft_restart.count,
             token_source="chunks" if "chunks" in sources else ("tokenizer" if "tokenizer" in sources else "usage"),
             prompt_tokens=median_or_none([r.prompt_tokens for r in records if r.prompt_tokens is not None]),
             started_at=started_at, finished_at=time.time(), histograms=hist, flags=flags, requests=records,

@@ -1,8 +1,11 @@
 """One streamed OpenAI-API request, timed as the client sees it.
 
-Token counts come from the server's usage deltas when every chunk carries cumulative usage (engines
-whose traits declare ``per_chunk_usage``): several tokens may arrive in one chunk under speculative decoding.
-Without them each content chunk counts as one token, and the request is marked ``token_source="chunks"``.
+The request body is encoded once per prompt (:func:`encode_body`, orjson) and sent as bytes on every
+restart. The answer is read as raw bytes, split into server-sent events by :class:`SSESplitter`, and
+stamped once per network read (:mod:`chunks`). Each stream is read to its end after ``[DONE]``, so the
+connection returns to the pool and the next request of the stream does not pay a new connect inside
+its TTFT. The transport is httpx (``matrix.transport = "httpx"``, the default) or the raw asyncio HTTP/1.1
+reader of :mod:`transport` (``"raw"``); both feed the same parser, so they record the same things.
 """
 
 from __future__ import annotations
@@ -15,11 +18,15 @@ import httpx
 import orjson
 
 from infermatrix.core.engine.traits import EngineTraits, merge_body
+from infermatrix.core.measure.chunks import ChunkParser
+from infermatrix.core.measure.sse import SSESplitter
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["request_body", "stream_request", "endpoint_path", "classify_error"]
+__all__ = ["request_body", "encode_body", "stream_request", "endpoint_path", "classify_error", "JSON_HEADERS"]
 
 _PLAIN = EngineTraits()  # a plain OpenAI-compatible server
+JSON_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+_monotonic_ns = time.monotonic_ns
 
 
 def endpoint_path(api: str) -> str:
@@ -52,19 +59,18 @@ def request_body(
     return body
 
 
-def _chunk_text(choice: dict[str, Any]) -> str:
-    """Output text of one choice: completions ``text``, chat ``delta.content`` / reasoning fields."""
-    if "text" in choice:
-        return choice.get("text") or ""
-    delta = choice.get("delta") or {}
-    return (delta.get("reasoning_content") or delta.get("reasoning") or "") + (delta.get("content") or "")
+def encode_body(body: dict[str, Any] | bytes) -> bytes:
+    """The request body as sent: encoded once (a 256K-token prompt is ~1 MB, which stdlib json would
+    re-encode on every restart, inside the TTFT)."""
+    return body if isinstance(body, bytes) else orjson.dumps(body)
+
 
 
 def classify_error(exc: BaseException) -> str:
     """Map a transport exception to a request outcome."""
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         return "connect_error"
-    if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout | httpx.PoolTimeout):
+    if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout | httpx.PoolTimeout | TimeoutError):
         return "idle_timeout"
     if isinstance(exc, httpx.RemoteProtocolError):
         return "truncated"
@@ -74,89 +80,56 @@ def classify_error(exc: BaseException) -> str:
 
 
 async def stream_request(
-    client: httpx.AsyncClient,
+    client: Any,
     url: str,
-    body: dict[str, Any],
+    body: dict[str, Any] | bytes,
     record: RequestRecord,
     *,
     headers: dict[str, str] | None = None,
     on_tokens: Callable[[int], None] | None = None,
     keep_text: bool = True,
-    read_usage: Callable[[Any], tuple[int | None, int | None]] | None = None,
+    timeout: httpx.Timeout | None = None,
+    count_path: tuple[str, ...] = (),
 ) -> RequestRecord:
-    """Send ``body`` to ``url``, stream the answer into ``record``; never raises for server faults.
+    """Send ``body`` (a dict, or JSON already encoded) to ``url``, stream the answer into ``record``;
+    never raises for server faults. ``record.sent`` is when the request's last byte was written
+    (docs/metrics.md): encoding, the connection pool and connecting happen before it. ``timeout``
+    overrides the client's (its ``read`` part is the idle limit of this one request).
 
-    ``read_usage``: (generated so far, prompt tokens) from a chunk whose counts are not in ``usage``
-    (``EngineTraits.per_chunk_usage_read``).
+    ``client`` is an ``httpx.AsyncClient`` or a :class:`~infermatrix.core.measure.transport.RawClient`.
+    ``count_path``: where a chunk carries the cumulative generated-token count when it is not
+    ``usage.completion_tokens`` (``EngineTraits.per_chunk_usage_path``).
     Cancellation (the window closing) marks the request ``cancelled`` and re-raises.
     """
-    record.sent = time.monotonic()
-    prev_cum = 0
-    saw_done = False
-    parts: list[str] = []
-    chars = 0
+    content = encode_body(body)
+    hdrs = {**JSON_HEADERS, **headers} if headers else JSON_HEADERS
+    if not isinstance(client, httpx.AsyncClient):
+        idle = timeout.read if timeout is not None else None
+        return await client.stream_request(url, content, record, headers=hdrs, on_tokens=on_tokens, keep_text=keep_text, idle_timeout_s=idle,
+                                           count_path=count_path)
+    record.sent = record.opened = time.monotonic()  # until the body is written; kept if the request never gets that far
+
+    async def trace(event: str, info: Any) -> None:
+        if event.endswith("send_request_body.complete"):
+            record.sent = time.monotonic()
+
+    extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
+    parser = ChunkParser(record, on_tokens, keep_text, count_path)
+    split = SSESplitter()
     try:
-        async with client.stream("POST", url, json=body, headers=headers) as resp:
+        async with client.stream("POST", url, content=content, headers=hdrs, extensions={"trace": trace}, **extra) as resp:
             if resp.status_code >= 400:
                 raw = await resp.aread()
                 record.outcome = "http_error"
                 record.error = f"HTTP {resp.status_code}: {raw[:500].decode(errors='replace')}"
                 return record
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    saw_done = True
-                    break
-                now = time.monotonic()
-                try:
-                    obj = orjson.loads(data)
-                except orjson.JSONDecodeError:
-                    record.outcome, record.error = "stream_error", f"unparseable chunk: {data[:200]}"
-                    return record
-                if "error" in obj and not obj.get("choices"):
-                    err = obj["error"]
-                    record.outcome = "stream_error"
-                    record.error = str(err.get("message", err) if isinstance(err, dict) else err)[:500]
-                    return record
-                usage = obj.get("usage") or None
-                cum, prompt_tokens = read_usage(obj) if read_usage is not None else (None, None)
-                if cum is None and usage:
-                    cum = usage.get("completion_tokens")
-                if prompt_tokens is None and usage:
-                    prompt_tokens = usage.get("prompt_tokens")
-                if prompt_tokens is not None:
-                    record.prompt_tokens = prompt_tokens
-                choices = obj.get("choices") or []
-                text = "".join(_chunk_text(c) for c in choices)
-                if cum is not None and choices:
-                    n = cum - prev_cum
-                    prev_cum = cum
-                elif choices:
-                    n = 1 if text else 0
-                    if text:  # a chunk with no text (a chat role delta) carries no token either way
-                        record.token_source = "chunks"
-                else:  # usage-only closing chunk
-                    if cum is not None:
-                        record.final_usage_tokens = cum
-                    n = 0
-                if n > 0 or text:
-                    if record.first_token is None and text:
-                        record.first_token = now
-                    if keep_text:
-                        parts.append(text)
-                        chars += len(text)
-                    if n > 0:
-                        record.events.append((now, n))
-                        record.offsets.append(chars)
-                        if on_tokens is not None:
-                            on_tokens(n)
-                for c in choices:
-                    if c.get("finish_reason"):
-                        record.finish_reason = c["finish_reason"]
-        if not saw_done and record.finish_reason is None:
-            record.outcome, record.error = "truncated", "stream ended before [DONE]"
+            # Raw bytes unless the server compressed them (SSE seldom is): no decoder, no line iterator.
+            pieces = resp.aiter_bytes() if "content-encoding" in resp.headers else resp.aiter_raw()
+            async for data in pieces:
+                t = _monotonic_ns()  # one stamp per read, for every event in it
+                if not parser.feed(split.feed(data), t):
+                    return record  # leaving the block closes this connection: its stream is in an unknown state
+        finish_stream(parser, split)
     except anyio.get_cancelled_exc_class():
         record.outcome = "cancelled" if record.finish_reason is None else record.outcome
         raise
@@ -165,5 +138,15 @@ async def stream_request(
         record.error = f"{type(exc).__name__}: {exc}"[:500]
     finally:
         record.ended = time.monotonic()
-        record.text = "".join(parts)
+        parser.close()
     return record
+
+
+def finish_stream(parser: ChunkParser, split: SSESplitter) -> None:
+    """The body ended cleanly: a last event without its blank line still counts; no ``[DONE]`` and no
+    ``finish_reason`` means the server cut the stream short."""
+    if split.pending.strip():
+        parser.feed(split.feed(b"\n\n"), _monotonic_ns())
+    record = parser.record
+    if record.outcome == "ok" and not parser.done and record.finish_reason is None:
+        record.outcome, record.error = "truncated", "stream ended before [DONE]"

@@ -3,31 +3,69 @@
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["WindowStats", "window_stats", "request_rate", "median_or_none"]
+__all__ = ["WindowStats", "TtftPopulation", "window_stats", "request_rate", "median_or_none", "ttft_populations"]
 
 
 def median_or_none(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def request_rate(record: RequestRecord, start: float, end: float) -> tuple[int, float] | None:
-    """(tokens after the first in-window chunk, seconds from first to last in-window chunk), if ≥ 2 chunks.
+# Chunks read within this long of the request's first in-window chunk arrived together with it (one network
+# read, or one burst after the client or the network stalled): the rate is measured from the last of them.
+ARRIVAL_GROUP_S = 0.0005
 
-    With one token per chunk this is (tokens − 1, t_last − t_first); with multi-token chunks the first
-    chunk's tokens are left out, since they arrived at t_first and took no measured time.
+
+def request_rate(record: RequestRecord, start: float, end: float) -> tuple[int, float] | None:
+    """(tokens after the first in-window arrival, seconds from it to the last in-window chunk), if any.
+
+    With one token per chunk and one chunk per read this is (tokens − 1, t_last − t_first); with
+    multi-token chunks the first chunk's tokens are left out, since they arrived at t_first and took no
+    measured time — and so are those of chunks that arrived together with it (``ARRIVAL_GROUP_S``): a
+    burst after a stall holds chunks the server emitted before the window, stamped as if inside it.
     """
     inside = [(t, n) for t, n in record.events if start <= t <= end]
-    if len(inside) < 2:
+    first = 0
+    while first + 1 < len(inside) and inside[first + 1][0] - inside[0][0] <= ARRIVAL_GROUP_S:
+        first += 1
+    if len(inside) - first < 2:
         return None
-    span = inside[-1][0] - inside[0][0]
-    tokens = sum(n for _, n in inside[1:])
+    span = inside[-1][0] - inside[first][0]
+    tokens = sum(n for _, n in inside[first + 1 :])
     if span <= 0 or tokens <= 0:
         return None
     return tokens, span
+
+
+@dataclass
+class TtftPopulation:
+    """One TTFT population of a cell: its median (ms) and how many requests it holds."""
+
+    median_ms: float | None
+    count: int
+
+
+def ttft_populations(records: list[RequestRecord], end: float) -> tuple[list[float], list[float], int]:
+    """(burst TTFTs, restart TTFTs, requests without a first token), in seconds.
+
+    *Burst*: each stream's opening request (``seq == 0``), sent together right after warm-up.
+    *Restart*: every later request of a stream sent before the window closed; the cell waits (bounded)
+    for their first tokens, so a restart whose first token lands after the window is not dropped.
+    """
+    burst: list[float] = []
+    restart: list[float] = []
+    missing = 0
+    for r in records:
+        if r.sent > end:
+            continue
+        if r.first_token is None:
+            missing += r.outcome in ("ok", "cancelled")  # a failed request is counted as failed, not here
+            continue
+        (burst if r.seq == 0 else restart).append(r.first_token - r.sent)
+    return burst, restart, missing
 
 
 @dataclass
@@ -44,51 +82,65 @@ class WindowStats:
     ttft_values_s: list[float]
     e2e_values_s: list[float]
     itl_values_s: list[float]
+    ttft_burst: TtftPopulation = field(default_factory=lambda: TtftPopulation(None, 0))
+    ttft_restart: TtftPopulation = field(default_factory=lambda: TtftPopulation(None, 0))
+    ttft_missing: int = 0  # sent before the window closed, no first token within the bounded wait
 
 
 def window_stats(records: list[RequestRecord], start: float, end: float) -> WindowStats:
     """Every cell number from the requests of one cell and its window [start, end] (monotonic s)."""
     measured = end - start
     output_tokens = sum(n for r in records for t, n in r.events if start <= t <= end)
-    rates, tbts, itls = [], [], []
+    rate_tokens, rate_span = 0, 0.0
+    tbts, itls = [], []
     for r in records:
         rt = request_rate(r, start, end)
         if rt is not None:
             tokens, span = rt
-            rates.append(tokens / span)
-            tbts.append(span / tokens)
+            rate_tokens += tokens
+            rate_span += span
+            tbts.append(span / tokens)  # per-request mean gap: the tbt histogram's population
         prev = None
         for t, n in r.events:
             if start <= t <= end and prev is not None:
                 itls.append((t - prev) / n)  # per-token gap: a 2-token chunk after 10 ms is 5 ms a token
             prev = t
-    # TTFT: every request of the cell whose first token came before the window closed — the first N
-    # (sent after warm-up, their prompts cached) and the restarts inside the window. See docs/metrics.md.
-    ttfts = [r.first_token - r.sent for r in records if r.first_token is not None and r.first_token <= end]
+    # Token-weighted over in-window spans: Σ tokens ÷ Σ spans. A fragment (a restart that got a few chunks
+    # before the window closed) weighs by its span, not as much as a request that ran the whole window, so
+    # with one stream this is the stream's decode rate (total_tps less the restart gaps). docs/metrics.md.
+    per_request = rate_tokens / rate_span if rate_span > 0 and rate_tokens > 0 else None
+    burst, restart, missing = ttft_populations(records, end)
+    ttfts = burst + restart
     e2es = [
         r.ended - r.sent
         for r in records
         if r.finish_reason is not None and r.outcome == "ok" and r.ended is not None and start <= r.ended <= end
     ]
-    completed = len(e2es)
     active_s = 0.0
     for r in records:
-        lo = max(r.sent, start)
+        lo = max(r.opened if r.opened is not None else r.sent, start)  # in flight from the client's first step
         hi = min(r.ended if r.ended is not None else end, end)
         if hi > lo:
             active_s += hi - lo
-    median_tbt = median_or_none(tbts)
     return WindowStats(
         total_tps=output_tokens / measured if measured > 0 else None,
-        per_request_tps=median_or_none(rates),
+        per_request_tps=per_request,
         ttft_ms=None if not ttfts else statistics.median(ttfts) * 1000,
-        tbt_ms=None if median_tbt is None else median_tbt * 1000,
+        tbt_ms=None if per_request is None else 1000.0 / per_request,
         avg_active=active_s / measured if measured > 0 else None,
-        completed=completed,
+        completed=len(e2es),
         output_tokens=output_tokens,
         measured_s=measured,
         tbt_values_s=tbts,
         ttft_values_s=ttfts,
         e2e_values_s=e2es,
         itl_values_s=itls,
+        ttft_burst=_population(burst),
+        ttft_restart=_population(restart),
+        ttft_missing=missing,
     )
+
+
+def _population(values_s: list[float]) -> TtftPopulation:
+    med = median_or_none(values_s)
+    return TtftPopulation(None if med is None else med * 1000.0, len(values_s))

@@ -11,13 +11,13 @@ window's edges, so the window's totals and per-request rates are right.
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import anyio
 
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["recount_chunks", "tokenizer_total", "disagreement", "RECONCILE_LIMIT"]
+__all__ = ["recount_chunks", "tokenizer_total", "disagreement", "reconcile_tokens", "RECONCILE_LIMIT"]
 
 RECONCILE_LIMIT = 0.01  # sources further apart than 1 % flag the cell
 CountText = Callable[[str], Awaitable[int]]
@@ -101,3 +101,32 @@ def disagreement(values: dict[str, float | None]) -> float | None:
     if len(known) < 2 or max(known) <= 0:
         return None
     return (max(known) - min(known)) / max(known)
+
+
+async def reconcile_tokens(
+    concurrency: int, records: list[RequestRecord], before: Any, after: Any, recounted: int, count: CountText | None,
+) -> dict[str, Any]:
+    """Usage deltas vs the tokenizer's count (``count``, or None) vs the engine's generated-tokens
+    counter (``before`` / ``after`` gauge reads, or None): ``cells.flags.tokens``."""
+    usage = sum(r.output_tokens for r in records if r.token_source == "usage")
+    all_usage = all(r.token_source == "usage" for r in records if r.events)
+    sources: dict[str, float | None] = {
+        "usage": usage if all_usage and records else None,
+        "tokenizer": await tokenizer_total(records, count) if count is not None and records else None,
+        "engine": None,
+    }
+    in_flight = 0
+    b = getattr(before, "generated_tokens", None)
+    a = getattr(after, "generated_tokens", None)
+    if b is not None and a is not None:
+        sources["engine"] = a - b
+        # The engine also counted what it generated for the streams closed at the window's end but never
+        # delivered: at most one chunk per stream. Allow that much before calling the sources apart.
+        in_flight = concurrency * max((n for r in records for _, n in r.events), default=1)
+    client = sources["usage"] if sources["usage"] is not None else sources["tokenizer"]
+    compared = dict(sources)
+    if compared["engine"] is not None and client is not None and client <= compared["engine"] <= client + in_flight:
+        compared["engine"] = client
+    gap = disagreement(compared)
+    return {**sources, "engine_in_flight_allowance": in_flight, "disagreement": gap,
+            "agree": gap is None or gap <= RECONCILE_LIMIT, "recounted_requests": recounted}  # fmt: skip

@@ -1,43 +1,67 @@
-"""Is the client keeping up? Event-loop lag and CPU use sampled while a cell's window is open.
+"""Did the client keep up? The client-bound verdict (definition: docs/metrics.md, "Client verdict").
 
-A Python client parsing thousands of chunks a second can become the bottleneck; when it does, the
-numbers describe the client, not the engine, and the cell says so (status ``client_bound``).
+A slow reader does two different things, judged separately:
+
+- it **stamps chunks late**. Latencies that hinge on single stamps (TTFT, the per-token gaps of the ITL
+  histogram) are then blurred by the client's own clock. How late, at most, is bounded by the event
+  loop's lag: a 10 ms sleeper's oversleep, sampled through the ramp and the window (:class:`ClientMonitor`);
+  a read that became ready is stamped within about two loop turns. Such a column is *doubtful*: its
+  number is kept and the cell says which column and why.
+- it **falls behind**: tokens pile up in socket buffers and fewer arrive inside the window than the engine
+  produced. Only this makes the throughput wrong, and only this makes a cell ``client_bound``. Judged by
+  the engine's own generated-tokens counter over the window where the engine has one (usage totals are
+  exact however slow the reader), else bounded by the longest loop stall relative to the window.
+
+Whether the engine held N running is the admission verdict's question (``admission.py``), judged from the
+same once-a-second gauge reads.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import psutil
 
-__all__ = ["ClientMonitor", "ClientLoad", "LAG_P99_LIMIT_MS", "CPU_LIMIT_PCT"]
+from infermatrix.core.measure.steady import GaugeSample
+from infermatrix.core.types import RequestRecord
 
-LAG_P99_LIMIT_MS = 5.0
-CPU_LIMIT_PCT = 90.0
+__all__ = ["ClientMonitor", "ClientLoad", "ClientVerdict", "client_verdict", "worst", "edge_lag_ms", "RATE_TOLERANCE", "STALL_LIMIT", "TTFT_LAG_SHARE", "ITL_LAG_SHARE"]
+
+RATE_TOLERANCE = 0.01  # the client may read at most 1 % fewer window tokens than the engine generated (plus chunks in flight)
+STALL_LIMIT = 0.01  # without a conclusive engine count: late stamps at the edges may move at most 1 % of the window
+TTFT_LAG_SHARE = 0.05  # ttft_ms is doubtful when the stamp-lag bound exceeds 5 % of the median TTFT
+ITL_LAG_SHARE = 0.10  # the itl histogram is doubtful when it exceeds 10 % of the median TBT
+RATE_CHECK_MAX_TOL = 0.05  # an engine count known less well than this (slow /metrics reads) is inconclusive
+EDGE_S = 0.25  # ticks this close to a window edge tell how late the stamps there were
 _TICK_S = 0.01
 
 
 @dataclass
 class ClientLoad:
+    lag_p50_ms: float | None
     lag_p99_ms: float | None
     lag_max_ms: float | None
-    cpu_pct: float | None  # mean CPU of this process over the window, % of one core
+    cpu_pct: float | None  # mean CPU of this process over the period, % of one core
     samples: int = 0
-    bound: bool = False
-    why: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict:
-        return {"lag_p99_ms": self.lag_p99_ms, "lag_max_ms": self.lag_max_ms, "cpu_pct": self.cpu_pct,
-                "samples": self.samples, "client_bound": self.bound, "why": self.why}  # fmt: skip
+    def as_dict(self) -> dict[str, Any]:
+        return {"lag_p50_ms": _r(self.lag_p50_ms), "lag_p99_ms": _r(self.lag_p99_ms), "lag_max_ms": _r(self.lag_max_ms),
+                "cpu_pct": _r(self.cpu_pct, 1), "samples": self.samples}  # fmt: skip
+
+
+def _r(v: float | None, nd: int = 2) -> float | None:
+    return None if v is None else round(v, nd)
 
 
 class ClientMonitor:
-    """Run ``sample()`` in a task for the length of the window, then read ``result()``."""
+    """Run ``sample()`` in a task for the length of a period (ramp, window), then read ``result()``."""
 
     def __init__(self) -> None:
         self.lags: list[float] = []
+        self.ticks: list[tuple[float, float]] = []  # (when the tick ended, its oversleep), for the lag at the window's edges
         self.proc = psutil.Process()
         self.cpu_start: float | None = None
         self.t_start: float | None = None
@@ -54,20 +78,107 @@ class ClientMonitor:
             while True:
                 t0 = time.monotonic()
                 await anyio.sleep(_TICK_S)
-                self.lags.append(max(0.0, time.monotonic() - t0 - _TICK_S))
+                t1 = time.monotonic()
+                lag = max(0.0, t1 - t0 - _TICK_S)
+                self.lags.append(lag)
+                self.ticks.append((t1, lag))
         finally:
             self.t_end, self.cpu_end = time.monotonic(), self._cpu()
 
     def result(self) -> ClientLoad:
         if not self.lags or self.t_start is None or self.t_end is None or self.cpu_start is None or self.cpu_end is None:
-            return ClientLoad(None, None, None)
+            return ClientLoad(None, None, None, None)
         lags = sorted(self.lags)
-        p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))] * 1000
         elapsed = self.t_end - self.t_start
         cpu = 100.0 * (self.cpu_end - self.cpu_start) / elapsed if elapsed > 0 else None
-        why = []
-        if p99 > LAG_P99_LIMIT_MS:
-            why.append(f"event-loop lag p99 {p99:.1f} ms > {LAG_P99_LIMIT_MS:g} ms")
-        if cpu is not None and cpu > CPU_LIMIT_PCT:
-            why.append(f"client CPU {cpu:.0f} % > {CPU_LIMIT_PCT:g} %")
-        return ClientLoad(lag_p99_ms=p99, lag_max_ms=lags[-1] * 1000, cpu_pct=cpu, samples=len(lags), bound=bool(why), why=why)
+        return ClientLoad(lag_p50_ms=lags[len(lags) // 2] * 1000, lag_p99_ms=lags[min(len(lags) - 1, int(0.99 * len(lags)))] * 1000,
+                          lag_max_ms=lags[-1] * 1000, cpu_pct=cpu, samples=len(lags))  # fmt: skip
+
+
+def edge_lag_ms(ticks: list[tuple[float, float]], edges: tuple[float, ...], half_s: float = EDGE_S) -> float | None:
+    """The longest loop lag of the ticks that ended within ``half_s`` of any of ``edges``, in ms."""
+    near = [lag for t, lag in ticks if any(abs(t - e) <= half_s for e in edges)]
+    return max(near) * 1000 if near else None
+
+
+def worst(loads: list[ClientLoad]) -> ClientLoad:
+    """The worst of several processes' readings (the parent's and its workers'), field by field."""
+
+    def top(vals: list[float | None]) -> float | None:
+        known = [v for v in vals if v is not None]
+        return max(known) if known else None
+
+    return ClientLoad(top([x.lag_p50_ms for x in loads]), top([x.lag_p99_ms for x in loads]), top([x.lag_max_ms for x in loads]),
+                      top([x.cpu_pct for x in loads]), sum(x.samples for x in loads))  # fmt: skip
+
+
+@dataclass
+class ClientVerdict:
+    bound: bool  # the throughput itself is doubtful: status client_bound
+    why: list[str] = field(default_factory=list)
+    doubtful: dict[str, str] = field(default_factory=dict)  # column -> why its number is doubtful (kept, marked)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"client_bound": self.bound, "why": self.why, "doubtful": self.doubtful, **self.detail}
+
+
+def _tokens_between(records: list[RequestRecord], a: float, b: float) -> int:
+    return sum(n for r in records for t, n in r.events if a <= t <= b)
+
+
+def client_verdict(
+    n: int, records: list[RequestRecord], window: tuple[float, float], *, window_load: ClientLoad, ramp_load: ClientLoad | None,
+    engine: list[GaugeSample], ttft_ms: float | None, tbt_ms: float | None, edge_lag: float | None = None,
+) -> ClientVerdict:
+    """The verdict on one cell (pure: every input measured already; see docs/metrics.md)."""
+    ws, we = window
+    measured = we - ws
+    v = ClientVerdict(bound=False)
+    d = v.detail
+    d["window"] = window_load.as_dict()
+    if ramp_load is not None:
+        d["ramp"] = ramp_load.as_dict()
+    # 1. Miscounting the window. Stamps late by a lag that differs between the window's two edges move
+    # tokens across them (a steady lag moves as many in as out). The engine's own counter over the same
+    # stretch settles it where it is known well enough; else the lag at the edges bounds the error.
+    counted = [s for s in engine if s.gauges.generated_tokens is not None and ws <= s.t <= we]
+    d["engine_reads"] = len(counted)
+    d["rate_check"] = None
+    if len(counted) >= 2 and counted[-1].t - counted[0].t >= 0.5 * measured:
+        a, b = counted[0], counted[-1]
+        eng = float(b.gauges.generated_tokens or 0) - float(a.gauges.generated_tokens or 0)
+        cli = _tokens_between(records, a.t, b.t)
+        chunk = max((k for r in records for _, k in r.events), default=1)
+        # Read times are known to ± half a read; chunks in flight at either end are counted by one side only.
+        slack = n * chunk + (a.took_s + b.took_s) / 2 * (eng / (b.t - a.t) if b.t > a.t else 0.0)
+        tol = RATE_TOLERANCE + (slack / eng if eng > 0 else 0.0)
+        d["rate_check"] = {"engine_tokens": eng, "client_tokens": cli, "seconds": round(b.t - a.t, 3),
+                           "ratio": round(cli / eng, 5) if eng > 0 else None, "tolerance": round(tol, 5),
+                           "conclusive": eng > 0 and tol <= RATE_CHECK_MAX_TOL}  # fmt: skip
+    check = d["rate_check"]
+    if check is not None and check["conclusive"]:
+        ratio = check["ratio"]
+        if abs(ratio - 1) > check["tolerance"]:
+            v.bound = True
+            side = "fewer" if ratio < 1 else "more"
+            v.why.append(f"the client counted {100 * abs(1 - ratio):.1f} % {side} tokens in the window than the engine generated")
+    elif edge_lag is not None and measured > 0:
+        d["edge_lag_ms"] = _r(edge_lag)
+        if 2 * edge_lag / 1000 / measured > STALL_LIMIT:
+            v.bound = True
+            v.why.append(f"the client's stamps were up to {2 * edge_lag:.0f} ms late at the window's edges "
+                         f"({100 * 2 * edge_lag / 1000 / measured:.1f} % of the window) and no engine token count settles it")
+    # 2. Late stamps: latency columns that hinge on single stamps.
+    lags = [x.lag_p99_ms for x in (window_load, ramp_load) if x is not None and x.lag_p99_ms is not None]
+    bound_ms = 2 * max(lags) if lags else None
+    d["stamp_lag_bound_ms"] = _r(bound_ms)
+    if bound_ms is not None:
+        if ttft_ms and bound_ms > TTFT_LAG_SHARE * ttft_ms:
+            v.doubtful["ttft_ms"] = f"client stamps up to {bound_ms:.1f} ms late (> {100 * TTFT_LAG_SHARE:g} % of the median TTFT {ttft_ms:.1f} ms)"
+        if tbt_ms and bound_ms > ITL_LAG_SHARE * tbt_ms:
+            v.doubtful["itl"] = f"client stamps up to {bound_ms:.1f} ms late (> {100 * ITL_LAG_SHARE:g} % of the median TBT {tbt_ms:.2f} ms)"
+    if v.bound:
+        for col in ("total_tps", "per_request_tps", "tbt_ms"):
+            v.doubtful.setdefault(col, v.why[0])
+    return v

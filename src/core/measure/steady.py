@@ -3,7 +3,12 @@
 Used to open the window only at steady state (N running, 0 waiting) and to reconcile token counts.
 Which values exist, and under which names, the engine's plugin says (``EngineTraits.metrics``).
 An engine without them is fine: the client's view decides, and the run says the engine's was not
-checked. A read that fails (a timeout, a 5xx) is *unknown*, not *absent*: the next read tries again.
+checked. A read that fails (a timeout, a 5xx) or answers late is *unknown*, not *absent*: the next
+read tries again, and an unknown engine never opens a window as if steady state were reached.
+
+Polling is kept light because the page is rendered by the engine's own API server (in common engines), the usual
+bottleneck at high N: inside a window at most once a second (:data:`WINDOW_POLL_S`), before it every
+:data:`STEADY_POLL_S`.
 """
 
 from __future__ import annotations
@@ -17,14 +22,26 @@ import httpx
 from infermatrix.core.engine.prometheus import scan_values
 from infermatrix.core.engine.traits import Gauges, MetricNames
 
-__all__ = ["EngineGauges", "Gauges", "SteadyState", "parse_gauges", "METRICS_NOT_FOUND"]
+__all__ = ["EngineGauges", "Gauges", "GaugeSample", "SteadyState", "parse_gauges", "METRICS_NOT_FOUND", "WINDOW_POLL_S", "STEADY_POLL_S", "SLOW_READ_S"]
 
 METRICS_NOT_FOUND = "engine metrics not found: steady state and engine-side token counts not checked"
+WINDOW_POLL_S = 1.0  # at most one /metrics read a second while a window is open
+STEADY_POLL_S = 0.25  # while waiting for steady state (before the window)
+SLOW_READ_S = 1.0  # a read that took longer says little about "now": unknown, asked again
+
+
+@dataclass
+class GaugeSample:
+    """One read, stamped at the middle of the request (the page was rendered somewhere in between)."""
+
+    t: float  # monotonic seconds
+    took_s: float
+    gauges: Gauges
 
 
 @dataclass
 class SteadyState:
-    reached: bool  # N running and none waiting (or the engine has no metrics)
+    reached: bool | None  # N running and none waiting (True also when the engine has no metrics); None: unknown (no read answered)
     achieved: float | None  # most requests the engine ran at once while we waited
     waited_s: float
     metrics: bool  # whether the engine reported the running gauge while we waited
@@ -35,6 +52,8 @@ def parse_gauges(page: str, names: MetricNames) -> Gauges:
     if names.parse is not None:
         return names.parse(page)
     wanted = names.names()
+    if names.counted_at_request_end:  # counters that say nothing about a window (MetricNames)
+        wanted = {f: n for f, n in wanted.items() if f in ("running", "waiting", "kv_usage")}
     values = scan_values(page, wanted.values())
     return Gauges(**{f: values.get(n) for f, n in wanted.items()})
 
@@ -47,8 +66,9 @@ class EngineGauges:
         self.client, self.headers, self.names = client, headers, names
         self.url = f"{base_url}{names.path}" if names is not None else None
         self.state = "absent" if names is None or (not names.names() and names.parse is None) else "unknown"
-        self.failures = 0  # reads that got no answer (transient: retried)
+        self.failures = 0  # reads that got no answer, or answered late (transient: retried)
         self.last_error: str | None = None
+        self.last_sample: GaugeSample | None = None  # the latest read that answered, with its time
 
     @property
     def available(self) -> bool:
@@ -57,6 +77,7 @@ class EngineGauges:
     async def read(self) -> Gauges | None:
         if self.state == "absent" or self.url is None or self.names is None:
             return None
+        t0 = time.monotonic()
         try:
             r = await self.client.get(self.url, headers=self.headers, timeout=5)
         except httpx.HTTPError as exc:
@@ -78,7 +99,26 @@ class EngineGauges:
                 self.state = "absent"  # a page, but none of the names on it
             return None
         self.state = "found"
+        t1 = time.monotonic()
+        self.last_sample = GaugeSample((t0 + t1) / 2, t1 - t0, g)
         return g
+
+    async def sample(self) -> GaugeSample | None:
+        """One read with its time, or None when it failed or is unknown."""
+        self.last_sample = None
+        return self.last_sample if await self.read() is not None else None
+
+    async def watch(self, into: list[GaugeSample], interval_s: float = WINDOW_POLL_S) -> None:
+        """Append a sample every ``interval_s`` (from one read's start to the next) until cancelled.
+        A failed read is skipped, not retried sooner: the interval is a promise to the engine."""
+        while True:
+            t0 = time.monotonic()
+            s = await self.sample()
+            if s is not None:
+                into.append(s)
+            elif self.state == "absent":
+                return
+            await anyio.sleep(max(0.0, interval_s - (time.monotonic() - t0)))
 
     async def probe(self, tries: int = 3, pause_s: float = 0.2) -> str:
         """Read until the engine's gauges are known to be there or not (at most ``tries`` reads)."""
@@ -97,19 +137,25 @@ class EngineGauges:
     async def wait_steady(self, n: int, timeout_s: float) -> SteadyState:
         """Wait until the engine runs ``n`` requests with none waiting, at most ``timeout_s``.
 
-        Reads that fail are retried until the timeout; only an engine with no running gauge at all
-        ends the wait at once (``metrics=False``)."""
+        Reads that fail, or answer later than :data:`SLOW_READ_S`, are unknown and retried until the
+        timeout; only an engine with no running gauge at all ends the wait at once (``metrics=False``).
+        No answer at all within the timeout is ``reached=None``: unknown, never taken for steady."""
         t0 = time.monotonic()
         best: float | None = None
         while True:
+            r0 = time.monotonic()
             g = await self.read()
+            slow = time.monotonic() - r0 > SLOW_READ_S
             if self.state == "absent" or (g is not None and g.running is None):
                 return SteadyState(reached=True, achieved=best, waited_s=time.monotonic() - t0, metrics=False)
+            if g is not None and slow:
+                self._failed(f"{self.names.path if self.names else 'metrics'} answered after {time.monotonic() - r0:.1f} s")
+                g = None
             if g is not None and g.running is not None:
                 best = g.running if best is None else max(best, g.running)
                 if g.running >= n and not g.waiting:
                     return SteadyState(reached=True, achieved=g.running, waited_s=time.monotonic() - t0, metrics=True)
             if time.monotonic() - t0 >= timeout_s:
-                # No answer at all while we waited: unknown, not "not reached".
-                return SteadyState(reached=best is None, achieved=best, waited_s=time.monotonic() - t0, metrics=best is not None)
-            await anyio.sleep(0.02)
+                # Not reached when the engine answered and never held N; unknown when it never answered.
+                return SteadyState(reached=None if best is None else False, achieved=best, waited_s=time.monotonic() - t0, metrics=best is not None)
+            await anyio.sleep(max(0.0, STEADY_POLL_S - (time.monotonic() - r0)))

@@ -38,7 +38,8 @@ class ServerTokenizer:
 
     async def _post(self, body: dict) -> int:
         self.calls += 1
-        r = await self.client.post(f"{self.base_url}{self.spec.path}", json=body, headers=self.headers, timeout=60)
+        # The client's timeouts (matrix.idle_timeout_s for the answer): a stalled tokenizer is an engine that stopped answering.
+        r = await self.client.post(f"{self.base_url}{self.spec.path}", json=body, headers=self.headers)
         r.raise_for_status()
         return self.spec.read_count(r.json())
 
@@ -91,6 +92,11 @@ async def pick_tokenizer(
                 return UsageTokenizer(client, base_url, model, api, headers, output_counter=tok)
         elif await tok.count("hello world") > 0:
             return tok
+    except httpx.HTTPStatusError as exc:
+        if exc.response.status_code >= 500:  # a failing server, not a missing endpoint: not a reason to count otherwise
+            raise
+    except httpx.TransportError:
+        raise  # the engine went away: the caller finds out whether it is down, and asks again
     except (httpx.HTTPError, KeyError, ValueError, TypeError):
         pass
     return UsageTokenizer(client, base_url, model, api, headers)

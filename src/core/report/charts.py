@@ -16,7 +16,7 @@ from infermatrix.core.report.svg_plot import Series, compact_number, line_chart
 __all__ = ["Chart", "report_charts", "CHART_IDS"]
 
 CHART_IDS = ("total-tps", "per-request-tps", "prefill-tps", "prefill-ttft", "decode-heatmap", "ttft-percentiles", "tbt-percentiles")
-_SHORT_STATUS = {"over_capacity": "Over cap.", "client_bound": "Client bd."}
+_SHORT_STATUS = {"over_capacity": "Over cap.", "client_bound": "Client bd.", "admission_limited": "Adm. lim."}
 
 
 @dataclass

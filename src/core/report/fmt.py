@@ -31,6 +31,7 @@ STATUS_LABELS = {
     "error": "Error",
     "client_bound": "Client bound",
     "interrupted": "Interrupted",
+    "admission_limited": "Admission limited",
 }
 
 

@@ -50,6 +50,8 @@ LEGEND = {
     "error": "requests failed (HTTP errors, broken streams or timeouts), so the benchmark discarded this measurement.",
     "client_bound": "the benchmark client, not the engine, set the pace, so the benchmark discarded this measurement.",
     "interrupted": "the run was stopped before this measurement finished.",
+    "admission_limited": "the engine never ran this many requests at once (its limit on running requests or its KV cache "
+    "held the rest back, or it preempted some), so the numbers would describe fewer; the notes say how many ran.",
 }
 TTFT_WARM = "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
 TTFT_COLD = "TTFT includes prefill: the prompt cache was not warmed before measuring."
@@ -228,6 +230,12 @@ def header_sections(d: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
     ]
     if tokenizer:
         runinfo.insert(-2, ("Prompt lengths", f"counted by {tokenizer}"))
+    temperature = d.setting("temperature", "matrix", "temperature")
+    if isinstance(temperature, (int, float)):
+        runinfo.insert(-2, ("Temperature", "0 (greedy)" if temperature == 0 else f"{temperature:g}"))
+    overhead = run.get("client_overhead_ms")
+    if isinstance(overhead, (int, float)):
+        runinfo.insert(-2, ("Client overhead", f"{overhead:.1f} ms round trip of an empty request (inside every TTFT, not subtracted)"))
     if run.get("source") or run.get("imported_at"):
         imported = f"imported {fmt_time(run['imported_at'])}" if run.get("imported_at") else ""
         runinfo.insert(2, ("Source", " · ".join(x for x in (run.get("source"), imported) if x)))
@@ -251,6 +259,8 @@ def matrix_cell(row: dict[str, Any] | None) -> tuple[str, str | None, str]:
         return DASH, None, "missing"
     if row["status"] == "valid":
         return fmt_tps(row["total_tps"]), f"{fmt_ms(row['ttft_ms'])} TTFT", "valid"
+    if row["status"] == "admission_limited" and row.get("ran_at_most") is not None:
+        return status_label(row["status"]), f"ran at most {row['ran_at_most']:g} of {row['concurrency']}", row["status"]
     return status_label(row["status"]), None, row["status"]
 
 
@@ -307,8 +317,6 @@ def flag_notes(d: ReportData, r: dict[str, Any]) -> list[str]:
     details = d.details.get((r["context_tokens"], r["concurrency"])) or {}
     flags = details.get("flags") or {}
     out = []
-    if flags.get("admission_limited"):
-        out.append(f"the engine never ran {r['concurrency']} at once (at most {flags.get('achieved_concurrency')})")
     tokens = flags.get("tokens") or {}
     if tokens and tokens.get("agree") is False:
         out.append(f"token counts disagree by {100 * (tokens.get('disagreement') or 0):.1f} % "

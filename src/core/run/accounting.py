@@ -46,7 +46,7 @@ def account(result: CellResult, warm: list[RequestRecord]) -> None:
             outcomes = Counter(f.get("outcomes") or {})
             outcomes.update(r.outcome for r in warm_failed)
             f["outcomes"] = dict(outcomes)
-            if result.status in ("valid", "client_bound"):  # failed requests outrank a pace verdict
+            if result.status in ("valid", "client_bound", "admission_limited"):  # failed requests outrank a pace verdict
                 result.status = "error"
                 result.reason = (
                     f"{len(warm_failed)} of {len(warm)} warm-up requests failed "
@@ -66,7 +66,8 @@ def apply_validity(result: CellResult, m: Any, v: Any) -> None:
     checks: dict[str, dict[str, Any]] = {
         "window_s": {"value": round(result.measured_s, 3), "min": round(v.min_window_fraction * m.duration_s, 3)},
         "output_tokens": {"value": result.output_tokens or 0, "min": v.min_output_tokens},
-        "active_fraction": {"value": round((result.avg_active or 0.0) / n, 4), "min": v.min_active_fraction},
+        # The client's in-flight share (avg_active may be the engine's count, judged apart: cells.flags.admission).
+        "active_fraction": {"value": round((f.get("client_active", result.avg_active) or 0.0) / n, 4), "min": v.min_active_fraction},
         "error_rate": {"value": round(failed / requests, 4) if requests else 1.0, "max": v.max_error_rate},
     }
     misses = []
@@ -125,8 +126,11 @@ def partial_cell(ctx: int, n: int, status: str, reason: str, started_at: float, 
 
 def cell_detail(r: CellResult) -> str:
     if r.status == "valid":
-        text = f"{r.total_tps:,.1f} tok/s total, {r.per_request_tps:,.1f}/req, TTFT {r.ttft_ms:,.0f} ms, TBT {r.tbt_ms:.1f} ms"
-        if r.flags.get("admission_limited"):
-            text += f"; the engine ran at most {r.flags.get('achieved_concurrency'):g} of {r.concurrency} at once"
-        return text
+        # Any of these can be unknown in a valid cell (e.g. no request spanned the minimum for a rate).
+        return (f"{_num(r.total_tps, ',.1f')} tok/s total, {_num(r.per_request_tps, ',.1f')}/req, "
+                f"TTFT {_num(r.ttft_ms, ',.0f')} ms, TBT {_num(r.tbt_ms, '.1f')} ms")  # fmt: skip
     return r.reason or ""
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)

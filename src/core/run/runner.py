@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import platform
 import signal
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,8 @@ from infermatrix.core.measure.cell import CellRunner
 from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.contexts import format_context
 from infermatrix.core.engine.contract import Engine, EngineError, probe_reachable
-from infermatrix.core.run.planning import over_capacity_reason, prefill_target
+from infermatrix.core.run.planning import over_capacity_reason
+from infermatrix.core.run.prefill import probe_prefill, round_trip_ms
 from infermatrix.core.run.progress import RunProgress
 from infermatrix.core.redact import redact_text
 from infermatrix.core.registry import build_engine
@@ -49,7 +51,8 @@ from infermatrix.core.types import (
     PrefillResult,
     Prompt,
 )
-from infermatrix.core.engine.watch import EngineDown, WatchedTransport, guarded
+from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport, down_reason, guarded
+from infermatrix.core.run.steps import Phase, start_up
 from rich.console import Console
 
 __all__ = ["RunOutcome", "execute_run", "resolve_capacity", "check_matrix", "known_max_model_len", "WatchedTransport"]
@@ -245,13 +248,17 @@ async def _open_run(
         new = True
     workdir = store.run_dir(run_id)
     engine: Engine | None = build_engine(pm, cfg.engine, workdir)
-    if engine is None:
+    try:
+        if engine is None:
+            raise ConfigError(f"engine.kind: no plugin launches engine kind {cfg.engine.kind!r}")
+        engine.preflight()  # e.g. a launch executable that does not exist: one line, before the run exists
+    except ConfigError:
         if new:
             try:
                 workdir.rmdir()
             except OSError:
                 pass
-        raise ConfigError(f"engine.kind: no plugin launches engine kind {cfg.engine.kind!r}")
+        raise
     if new:
         store.create_run(
             {
@@ -280,12 +287,21 @@ async def _run_matrix(
     console.print(f"[bold]infermatrix[/] run [cyan]{run_id}[/]: starting {engine.kind} engine" + (f" at {engine.base_url}" if engine.base_url else ""))
     await engine.start()
     await engine.wait_ready(client, cfg.engine.ready_timeout_s)
-    info = await engine.describe(client)
+
+    async def describe(phase: Phase) -> tuple[EngineInfo, str | None, Capacity, Any]:
+        phase("describe")
+        info = await engine.describe(client)
+        phase("capacity")
+        metrics_text = await engine.metrics_page(client)
+        capacity = resolve_capacity(pm, cfg, info, metrics_text, await engine.read_capacity(client))
+        phase("tokenizer")
+        tokenizer = await pick_tokenizer(client, engine.base_url, info.model, m.api, engine.headers, engine.traits.tokenize)
+        return info, metrics_text, capacity, tokenizer
+
+    # Guarded: an engine that goes away here is restarted (or waited for) and asked again.
+    info, metrics_text, capacity, tokenizer = await start_up(engine, client, transport, console, describe)
     traits = engine.traits
-    metrics_text = await engine.metrics_page(client)
-    capacity = resolve_capacity(pm, cfg, info, metrics_text, await engine.read_capacity(client))
     max_model_len = info.max_model_len or cfg.engine.max_model_len
-    tokenizer = await pick_tokenizer(client, engine.base_url, info.model, m.api, engine.headers, traits.tokenize)
     workload = pm.hook.make_workload(config=m, tokenizer=tokenizer)
     hardware = {**info.hardware, **cfg.hardware}
     store.update_run(
@@ -299,8 +315,8 @@ async def _run_matrix(
         f"KV {capacity.kv_tokens if capacity.kv_tokens is not None else 'unlimited'} tokens ({capacity.source})"
     )
     runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops,
-                        pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits)  # fmt: skip
-    gauges_state = _record_gauges(store, run_id, runner, traits, await runner.gauges.probe(), console)
+                        pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits, watch=transport)  # fmt: skip
+    gauges_state = _record_gauges(store, run_id, runner, traits, await start_up(engine, client, transport, console, lambda phase: runner.gauges.probe()), console)
     gpu = GpuSampler(interval_s=1.0)  # power, clocks, memory, utilisation per GPU, once a second, per cell
     prompts: dict[tuple[int, int], Prompt] = {}
     sources: set[str] = set()  # token sources of the valid cells, for the run's header
@@ -308,21 +324,25 @@ async def _run_matrix(
 
     async def prompt_for(ctx: int, stream: int) -> Prompt:
         if (ctx, stream) not in prompts:
-            prompts[(ctx, stream)] = await workload.prompt(ctx, f"decode/{ctx}/s{stream}")
+            # The stream first: the key's first tokens are what keeps the prompts' first KV blocks apart.
+            prompts[(ctx, stream)] = await workload.prompt(ctx, f"s{stream}/decode/{ctx}")
         return prompts[(ctx, stream)]
 
     async def ensure_up() -> None:
-        if not engine.alive():  # it died between cells: nothing to blame, bring it back
-            console.print(f"  [red]{engine.kind} {engine.exit_note()}[/] between cells", highlight=False)
+        why = await down_reason(engine, client)  # gone between cells: no cell to blame, bring it back first
+        if why is not None:
+            console.print(f"  [red]{engine.redact(why)}[/] between cells", highlight=False)
+            if engine.attach:
+                console.print(f"  waiting up to {cfg.engine.reconnect_timeout_s:g} s for {engine.base_url} to come back …", highlight=False)
             console.print(f"  {await engine.recover(client)}", highlight=False)
 
     async def went_down(why: str) -> tuple[str, dict[str, Any]]:
         tail = engine.redact(engine.log_tail(20))
         last = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "")
-        reason = engine.redact(f"engine down during this cell: {why}" + (f"; last log line: {last}" if last else ""))
+        reason = engine.redact(f"engine down during this cell ({phase.now}): {why}" + (f"; last log line: {last}" if last else ""))
         console.print(f"  [red]{reason}[/]", highlight=False)
         console.print(f"  {'restarting ' + engine.kind if not engine.attach else f'waiting up to {cfg.engine.reconnect_timeout_s:g} s for {engine.base_url} to come back'} …", highlight=False)
-        return reason, {"engine_down": engine.redact(why), "engine_log_tail": tail}
+        return reason, {"engine_down": engine.redact(why), "engine_log_tail": tail, "failed_phase": phase.now}
 
     def judge(result: CellResult | PrefillResult) -> None:
         nonlocal rejected
@@ -336,19 +356,24 @@ async def _run_matrix(
             )
 
     todo_prefill, todo_cells = todo
+    rtts: list[float] = []  # round trips of an empty request: the client's share of every TTFT
     with RunProgress(console, len(todo_prefill) + len(todo_cells)) as progress:
-        runner.on_tokens, runner.on_phase = progress.on_tokens, progress.on_phase
+        phase = Phase(progress.on_phase)  # the phase a step fails in is named in its reason
+        runner.on_tokens, runner.on_phase = progress.on_tokens, phase
         for ctx in todo_prefill:
             label = progress.cell_label(ctx)
             progress.cell(label)
             await ensure_up()
             recover = None
             try:
-                result = await guarded(engine, client, transport, functools.partial(_prefill, runner, workload, ctx, max_model_len, run_id, progress))
+                result = await guarded(engine, client, transport, functools.partial(_prefill, runner, workload, ctx, max_model_len, run_id, phase, rtts))
             except EngineDown as down:
                 reason, _ = await went_down(down.why)
                 result = PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None, status="error", reason=reason)
                 recover = True
+            except StepFailed as exc:  # the engine answers, but a step of the probe failed: the probe is an error
+                result = PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None, status="error",
+                                       reason=f"failed in {phase.now}: {exc.why}")  # fmt: skip
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
                     store.save_prefill(run_id, PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None,
@@ -362,6 +387,7 @@ async def _run_matrix(
                 console.print(f"  {await engine.recover(client)}", highlight=False)
             else:
                 judge(result)
+        await guarded(engine, client, transport, functools.partial(_client_overhead, store, run_id, runner, rtts))
         for ctx, n in todo_cells:
             label = progress.cell_label(ctx, n)
             progress.cell(label)
@@ -376,7 +402,7 @@ async def _run_matrix(
                 runner.last_warm, runner.live_records = [], []
 
                 async def measure(ctx: int = ctx, n: int = n) -> CellResult:  # bound now: called in this iteration
-                    progress.on_phase("prompts", None)
+                    phase("prompts")
                     cell_prompts = [await prompt_for(ctx, 0 if m.prompt_mode == "shared" else i) for i in range(n)]
                     return await runner.measure(ctx, cell_prompts)
 
@@ -389,6 +415,9 @@ async def _run_matrix(
                     reason, flags = await went_down(down.why)
                     result = partial_cell(ctx, n, "error", reason, started_at, runner, flags)
                     recover = True
+                except StepFailed as exc:  # the engine answers, but a step outside the requests failed (a tokenize, a metrics read)
+                    result = partial_cell(ctx, n, "error", f"failed in {phase.now}: {exc.why}", started_at, runner,
+                                         {"failed_phase": phase.now, "engine_log_tail": engine.redact(engine.log_tail(20))})  # fmt: skip
                 except anyio.get_cancelled_exc_class():
                     with anyio.CancelScope(shield=True):
                         partial = partial_cell(ctx, n, "interrupted", "run interrupted during this cell (resume runs it again)", started_at, runner, {})
@@ -429,14 +458,17 @@ def _record_gauges(store: Store, run_id: str, runner: CellRunner, traits: Any, s
     return state
 
 
-async def _prefill(runner: CellRunner, workload: Any, ctx: int, max_model_len: int | None, run_id: str, progress: RunProgress) -> PrefillResult:
-    target, note = prefill_target(ctx, max_model_len)
-    progress.on_phase("prompts", None)
-    # A never-seen prefix (run id + nonce), so nothing of it is in the prefix cache: a cold request.
-    prompt = await workload.prompt(target, f"{run_id}/prefill/{ctx}/{time.time_ns()}", distinct=True)
-    progress.on_phase("prefill", None)
-    rec = await runner.one_shot(prompt, 1)
-    if rec.outcome != "ok" or rec.ttft_s is None:
-        return PrefillResult(context_tokens=ctx, prompt_tokens=rec.prompt_tokens, ttft_ms=None, prompt_tps=None, status="error", reason=rec.error or "no first token")
-    tokens = rec.prompt_tokens if rec.prompt_tokens is not None else prompt.tokens
-    return PrefillResult(context_tokens=ctx, prompt_tokens=tokens, ttft_ms=rec.ttft_s * 1000, prompt_tps=tokens / rec.ttft_s, status="valid", reason=note)
+async def _prefill(runner: CellRunner, workload: Any, ctx: int, max_model_len: int | None, run_id: str, phase: Phase,
+                   rtts: list[float]) -> PrefillResult:  # fmt: skip
+    return await probe_prefill(runner, workload, ctx, max_model_len, run_id, rtts, phase)
+
+
+async def _client_overhead(store: Store, run_id: str, runner: CellRunner, rtts: list[float], tries: int = 5) -> None:
+    """The run's ``client_overhead_ms``: the median round trip of an empty request (core/run/prefill.py)."""
+    while len(rtts) < tries:
+        rtt = await round_trip_ms(runner.client, runner.base_url, runner.headers)
+        if rtt is None:
+            break
+        rtts.append(rtt)
+    if rtts:
+        store.update_run(run_id, client_overhead_ms=round(statistics.median(rtts), 3))

@@ -17,7 +17,9 @@ __all__ = ["SCHEMA_VERSION", "MEMORY", "connect", "apply_schema", "check_schema"
 
 # Bump when schema.sql or views.sql change (views are part of the contract, so of the version).
 # v2: runs.source and runs.imported_at (imported published results, Parquet merges).
-SCHEMA_VERSION = 2
+# v3: prefill_samples, cells' TTFT populations and ran_at_most, runs.client_overhead_ms, the
+#     admission_limited status, decode_matrix / prefill_list / engine_comparison gain columns at the end.
+SCHEMA_VERSION = 3
 MEMORY = ":memory:"
 
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")

@@ -27,6 +27,8 @@ EXPORT_VERSION = 1
 MANIFEST = "manifest.json"
 # The run columns that tell two runs with the same id apart (ids are random, 2^32 of them).
 _IDENTITY = ("engine", "model", "host", "started_at", "source")
+# Tables an export written by an older infermatrix may not have (added after export v1 began).
+_OPTIONAL_TABLES = frozenset({"prefill_samples"})
 
 
 @dataclass
@@ -102,7 +104,7 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         raise StoreError(f"{path} is not an infermatrix export manifest")
     if int(manifest.get("version", 0)) > EXPORT_VERSION or int(manifest.get("schema_version", 0)) > SCHEMA_VERSION:
         raise StoreError(f"{d} was exported by a newer infermatrix (schema v{manifest.get('schema_version')}); upgrade infermatrix")
-    missing = [t for t in RUN_TABLES if not (d / f"{t}.parquet").exists()]
+    missing = [t for t in RUN_TABLES if t not in _OPTIONAL_TABLES and not (d / f"{t}.parquet").exists()]
     if missing:
         raise StoreError(f"{d} is incomplete: missing {', '.join(t + '.parquet' for t in missing)}")
     return manifest
@@ -125,10 +127,11 @@ def import_runs(store: Store, directory: str | Path, replace: bool = False) -> l
     d = Path(directory).expanduser()
     manifest = read_manifest(d)
     con = store._writable()
-    sources = {t: f"read_parquet({_quote(d / f'{t}.parquet')})" for t in RUN_TABLES}
+    tables = [t for t in RUN_TABLES if (d / f"{t}.parquet").exists()]
+    sources = {t: f"read_parquet({_quote(d / f'{t}.parquet')})" for t in tables}
     try:
         ids = [r[0] for r in con.execute(f"SELECT run_id FROM {sources['runs']} ORDER BY run_id").fetchall()]
-        shared = {t: [c for c in _columns(con, sources[t]) if c in set(_columns(con, t))] for t in RUN_TABLES}
+        shared = {t: [c for c in _columns(con, sources[t]) if c in set(_columns(con, t))] for t in tables}
     except duckdb.Error as exc:
         raise StoreError(f"cannot read the export in {d}: {str(exc).splitlines()[0]}") from None
     if sorted(ids) != sorted(manifest.get("runs", [])):
@@ -153,7 +156,7 @@ def import_runs(store: Store, directory: str | Path, replace: bool = False) -> l
             continue
         if item.action == "replaced":
             statements += [(f"DELETE FROM {t} WHERE run_id = ?", [item.run_id]) for t in RUN_TABLES]
-        for t in reversed(RUN_TABLES):  # runs first
+        for t in reversed(tables):  # runs first
             cols = ", ".join(shared[t])
             statements.append((f"INSERT INTO {t} ({cols}) SELECT {cols} FROM {sources[t]} WHERE run_id = ?", [item.run_id]))
         statements.append(("UPDATE runs SET imported_at = ? WHERE run_id = ?", [_now(), item.run_id]))

@@ -18,6 +18,7 @@ __all__ = [
     "to_timestamp",
     "to_json",
     "prefill_row",
+    "prefill_sample_rows",
     "cell_row",
     "request_rows",
     "histogram_rows",
@@ -76,7 +77,16 @@ def _num(x: float | None) -> float | None:
 
 
 def prefill_row(run_id: str, r: PrefillResult) -> list[Any]:
-    return [run_id, r.context_tokens, r.prompt_tokens, _num(r.ttft_ms), _num(r.prompt_tps), r.status, r.reason]
+    kept = sum(1 for s in r.samples if not s.throwaway and s.ttft_ms is not None) if r.samples else None
+    return [run_id, r.context_tokens, r.prompt_tokens, _num(r.ttft_ms), _num(r.prompt_tps), r.status, r.reason, kept]
+
+
+def prefill_sample_rows(run_id: str, r: PrefillResult) -> list[list[Any]]:
+    return [
+        [run_id, r.context_tokens, s.sample_no, s.throwaway, s.request_id, s.prompt_tokens, _num(s.ttft_ms),
+         _num(s.sent), _num(s.first_token), s.outcome]
+        for s in r.samples
+    ]
 
 
 def cell_row(run_id: str, c: CellResult) -> list[Any]:
@@ -86,6 +96,8 @@ def cell_row(run_id: str, c: CellResult) -> list[Any]:
         c.completed, c.output_tokens, _num(c.measured_s), _num(c.window_start), _num(c.window_end),
         c.token_source, c.prompt_tokens, to_timestamp(c.started_at), to_timestamp(c.finished_at),
         to_json(c.flags or {}),
+        _num(c.ttft_burst_ms), c.ttft_burst_n, _num(c.ttft_restart_ms), c.ttft_restart_n,
+        _num((c.flags.get("admission") or {}).get("ran_at_most")) if c.flags else None,
     ]
 
 

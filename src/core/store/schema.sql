@@ -50,6 +50,8 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS source VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS imported_at TIMESTAMP;
 -- Added within v2 (a nullable column at the end: older stores gain it on their next read-write open).
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS engine_metrics JSON;
+-- v3: the client's own share of every TTFT — median round trip of an empty request (docs/metrics.md).
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS client_overhead_ms DOUBLE;
 
 CREATE TABLE IF NOT EXISTS prefill (
     run_id         VARCHAR NOT NULL,
@@ -61,6 +63,23 @@ CREATE TABLE IF NOT EXISTS prefill (
     reason         VARCHAR,
     saved_at       TIMESTAMP,
     PRIMARY KEY (run_id, context_tokens)
+);
+-- v3: how many cold probes the point's ttft_ms is the median of (NULL: one probe, before v3).
+ALTER TABLE prefill ADD COLUMN IF NOT EXISTS samples INTEGER;
+
+-- v3: every probe of a prefill point, the throwaway first (sample_no 0); the point is the median of the rest.
+CREATE TABLE IF NOT EXISTS prefill_samples (
+    run_id         VARCHAR NOT NULL,
+    context_tokens INTEGER NOT NULL,
+    sample_no      INTEGER NOT NULL,
+    throwaway      BOOLEAN NOT NULL,
+    request_id     VARCHAR,            -- the X-Request-Id sent: joins the probe to the server's own logs
+    prompt_tokens  INTEGER,
+    ttft_ms        DOUBLE,
+    sent           DOUBLE,             -- monotonic s: when the request's last byte was written
+    first_token    DOUBLE,
+    outcome        VARCHAR,            -- ok, or what went wrong
+    PRIMARY KEY (run_id, context_tokens, sample_no)
 );
 
 CREATE TABLE IF NOT EXISTS cells (
@@ -87,6 +106,14 @@ CREATE TABLE IF NOT EXISTS cells (
     saved_at        TIMESTAMP,
     PRIMARY KEY (run_id, context_tokens, concurrency)
 );
+-- v3: ttft_ms's two populations (median, count): each stream's opening request (the burst after warm-up)
+-- and the restarts sent before the window closed; and the most requests the engine reported running at
+-- once (NULL without engine gauges), which an admission_limited cell is judged by.
+ALTER TABLE cells ADD COLUMN IF NOT EXISTS ttft_burst_ms DOUBLE;
+ALTER TABLE cells ADD COLUMN IF NOT EXISTS ttft_burst_n INTEGER;
+ALTER TABLE cells ADD COLUMN IF NOT EXISTS ttft_restart_ms DOUBLE;
+ALTER TABLE cells ADD COLUMN IF NOT EXISTS ttft_restart_n INTEGER;
+ALTER TABLE cells ADD COLUMN IF NOT EXISTS ran_at_most DOUBLE;
 
 -- One row per streamed request of a cell (all of them, inside the window or not).
 -- request_no is the position in CellResult.requests, so (stream_index, seq) need not be unique.

@@ -36,8 +36,12 @@ FINAL_CELL_STATUSES = tuple(s for s in CELL_STATUSES if s != "interrupted")
 _CELL_COLUMNS = (
     "run_id", "context_tokens", "concurrency", "status", "reason", "total_tps", "per_request_tps", "ttft_ms",
     "tbt_ms", "avg_active", "completed", "output_tokens", "measured_s", "window_start", "window_end",
-    "token_source", "prompt_tokens", "started_at", "finished_at", "flags", "saved_at",
+    "token_source", "prompt_tokens", "started_at", "finished_at", "flags",
+    "ttft_burst_ms", "ttft_burst_n", "ttft_restart_ms", "ttft_restart_n", "ran_at_most", "saved_at",
 )
+_PREFILL_COLUMNS = ("run_id", "context_tokens", "prompt_tokens", "ttft_ms", "prompt_tps", "status", "reason", "samples", "saved_at")
+_PREFILL_SAMPLE_COLUMNS = ("run_id", "context_tokens", "sample_no", "throwaway", "request_id", "prompt_tokens", "ttft_ms",
+                           "sent", "first_token", "outcome")  # fmt: skip
 _REQUEST_COLUMNS = (
     "run_id", "context_tokens", "concurrency", "request_no", "stream_index", "seq", "sent", "first_token",
     "ended", "ttft_ms", "output_tokens", "chunks", "prompt_tokens", "finish_reason", "outcome", "error",
@@ -47,7 +51,7 @@ _HISTOGRAM_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "unit
 _PERCENTILE_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "percentile", "value_ms")
 _CHILD_TABLES = ("requests", "histograms", "histogram_percentiles")
 # Every table that holds a run's rows (keyed by run_id), runs last.
-RUN_TABLES = ("prefill", "cells", *_CHILD_TABLES, "runs")
+RUN_TABLES = ("prefill", "prefill_samples", "cells", *_CHILD_TABLES, "runs")
 
 
 class Bulk:
@@ -327,7 +331,13 @@ class Store:
     def _prefill_statements(run_id: str, r: PrefillResult) -> list[tuple[Any, Any]]:
         if r.status not in PREFILL_STATUSES:
             raise StoreError(f"unknown prefill status {r.status!r} (expected one of {', '.join(PREFILL_STATUSES)})")
-        return [("INSERT OR REPLACE INTO prefill VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [*rows.prefill_row(run_id, r), _now()])]
+        key = [run_id, r.context_tokens]
+        return [
+            (f"INSERT OR REPLACE INTO prefill ({', '.join(_PREFILL_COLUMNS)}) VALUES ({_marks(_PREFILL_COLUMNS)})",
+             [*rows.prefill_row(run_id, r), _now()]),
+            ("DELETE FROM prefill_samples WHERE run_id = ? AND context_tokens = ?", key),
+            (Bulk, ("prefill_samples", _PREFILL_SAMPLE_COLUMNS, rows.prefill_sample_rows(run_id, r))),
+        ]  # fmt: skip
 
     @staticmethod
     def _cell_statements(run_id: str, c: CellResult) -> list[tuple[Any, Any]]:

@@ -3,7 +3,7 @@
 --
 -- Contract views (DESIGN.md §4; column names and order are public, other tools read them):
 --   prefill_list, decode_matrix, engine_comparison, latency_percentiles
--- Helper objects (not contract): context_label(), latency_at(), decode_details, run_summary.
+-- Helper objects (not contract): context_label(), latency_at(), decode_details, run_summary, run_method.
 -- Views carry an ORDER BY (run, context tokens, concurrency) so `SELECT * FROM view` reads in
 -- report order; DuckDB keeps it for plain selects, but add your own ORDER BY when it matters.
 
@@ -35,7 +35,8 @@ SELECT
     p.prompt_tokens,
     CASE WHEN p.status = 'valid' THEN p.prompt_tps END AS prompt_tps,
     CASE WHEN p.status = 'valid' THEN p.ttft_ms END AS ttft_ms,
-    p.status
+    p.status,
+    p.samples                                  -- v3: cold probes ttft_ms is the median of (prefill_samples)
 FROM prefill p
 LEFT JOIN runs r ON r.run_id = p.run_id
 ORDER BY p.run_id, p.context_tokens;
@@ -58,35 +59,67 @@ SELECT
     CASE WHEN c.status = 'valid' THEN c.avg_active END AS avg_active,
     CASE WHEN c.status = 'valid' THEN c.completed END AS completed,
     CASE WHEN c.status = 'valid' THEN c.output_tokens END AS output_tokens,
-    CASE WHEN c.status = 'valid' THEN c.measured_s END AS measured_s
+    CASE WHEN c.status = 'valid' THEN c.measured_s END AS measured_s,
+    -- v3, added at the end: the most requests the engine ran at once (any status: it is why a cell is
+    -- admission_limited; NULL without engine gauges), and ttft_ms's two populations.
+    c.ran_at_most,
+    CASE WHEN c.status = 'valid' THEN c.ttft_burst_ms END AS ttft_burst_ms,
+    CASE WHEN c.status = 'valid' THEN c.ttft_restart_ms END AS ttft_restart_ms
 FROM cells c
 LEFT JOIN runs r ON r.run_id = c.run_id
 ORDER BY c.run_id, c.context_tokens, c.concurrency;
 
+-- The measurement method of a run, as engine_comparison compares it: what makes two runs' numbers like
+-- for like. Temperature is in the config; runs measured before it was a field sent 0 (greedy).
+CREATE OR REPLACE VIEW run_method AS
+SELECT
+    r.run_id, r.duration_s, r.max_output, r.prompt_mode, r.api,
+    coalesce(TRY_CAST(json_extract_string(r.config, '$.matrix.temperature') AS DOUBLE),
+             CASE WHEN r.source IS NULL AND r.config IS NOT NULL THEN 0.0 END) AS temperature
+FROM runs r;
+
 -- Every ordered pair of distinct runs over the cells valid in both; ratio = value_b / value_a
 -- (> 1 means run_b has more throughput, or more latency for ttft_ms/tbt_ms). NULL ratio when value_a is 0.
+-- method_match (v3, at the end): true when the two runs measured alike (duration, max output, prompt
+-- mode, API, temperature, and the cell's token source), false when any of these differs, NULL when
+-- one of them is not recorded for either run and none differs.
 CREATE OR REPLACE VIEW engine_comparison AS
 WITH v AS (
-    SELECT * FROM decode_matrix WHERE status = 'valid'
+    SELECT d.*, c.token_source FROM decode_matrix d
+    JOIN cells c ON c.run_id = d.run_id AND c.context_tokens = d.context_tokens AND c.concurrency = d.concurrency
+    WHERE d.status = 'valid'
 ), pairs AS (
     SELECT a.run_id AS run_a, b.run_id AS run_b, a.context_label, a.context_tokens, a.concurrency,
            a.total_tps AS a_total, b.total_tps AS b_total,
            a.per_request_tps AS a_per, b.per_request_tps AS b_per,
            a.ttft_ms AS a_ttft, b.ttft_ms AS b_ttft,
-           a.tbt_ms AS a_tbt, b.tbt_ms AS b_tbt
+           a.tbt_ms AS a_tbt, b.tbt_ms AS b_tbt,
+           CASE
+               WHEN coalesce(ma.duration_s <> mb.duration_s, false) OR coalesce(ma.max_output <> mb.max_output, false)
+                 OR coalesce(ma.prompt_mode <> mb.prompt_mode, false) OR coalesce(ma.api <> mb.api, false)
+                 OR coalesce(ma.temperature <> mb.temperature, false) OR coalesce(a.token_source <> b.token_source, false)
+               THEN false
+               WHEN ma.duration_s IS NULL OR mb.duration_s IS NULL OR ma.max_output IS NULL OR mb.max_output IS NULL
+                 OR ma.prompt_mode IS NULL OR mb.prompt_mode IS NULL OR ma.api IS NULL OR mb.api IS NULL
+                 OR ma.temperature IS NULL OR mb.temperature IS NULL OR a.token_source IS NULL OR b.token_source IS NULL
+               THEN NULL
+               ELSE true
+           END AS method_match
     FROM v a
     JOIN v b ON b.context_tokens = a.context_tokens AND b.concurrency = a.concurrency AND b.run_id <> a.run_id
+    LEFT JOIN run_method ma ON ma.run_id = a.run_id
+    LEFT JOIN run_method mb ON mb.run_id = b.run_id
 ), long AS (
-    SELECT run_a, run_b, context_label, context_tokens, concurrency, 1 AS k, 'total_tps' AS metric, a_total AS value_a, b_total AS value_b FROM pairs
+    SELECT run_a, run_b, context_label, context_tokens, concurrency, method_match, 1 AS k, 'total_tps' AS metric, a_total AS value_a, b_total AS value_b FROM pairs
     UNION ALL
-    SELECT run_a, run_b, context_label, context_tokens, concurrency, 2, 'per_request_tps', a_per, b_per FROM pairs
+    SELECT run_a, run_b, context_label, context_tokens, concurrency, method_match, 2, 'per_request_tps', a_per, b_per FROM pairs
     UNION ALL
-    SELECT run_a, run_b, context_label, context_tokens, concurrency, 3, 'ttft_ms', a_ttft, b_ttft FROM pairs
+    SELECT run_a, run_b, context_label, context_tokens, concurrency, method_match, 3, 'ttft_ms', a_ttft, b_ttft FROM pairs
     UNION ALL
-    SELECT run_a, run_b, context_label, context_tokens, concurrency, 4, 'tbt_ms', a_tbt, b_tbt FROM pairs
+    SELECT run_a, run_b, context_label, context_tokens, concurrency, method_match, 4, 'tbt_ms', a_tbt, b_tbt FROM pairs
 )
 SELECT run_a, run_b, context_label, concurrency, metric, value_a, value_b,
-       value_b / NULLIF(value_a, 0) AS ratio
+       value_b / NULLIF(value_a, 0) AS ratio, method_match
 FROM long
 ORDER BY run_a, run_b, context_tokens, concurrency, k;
 
@@ -127,7 +160,12 @@ SELECT
     coalesce(q.looped, 0) AS looped_requests,
     c.started_at,
     c.finished_at,
-    c.flags
+    c.flags,
+    c.ttft_burst_ms,
+    c.ttft_burst_n,
+    c.ttft_restart_ms,
+    c.ttft_restart_n,
+    c.ran_at_most
 FROM cells c
 LEFT JOIN (
     SELECT run_id, context_tokens, concurrency,

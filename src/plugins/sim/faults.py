@@ -45,8 +45,11 @@ from typing import Any, AsyncIterator, Callable, Literal, MutableMapping
 from pydantic import Field, model_validator
 
 from infermatrix.core.config import Strict
+from infermatrix.plugins.sim.phases import PHASES, PhaseTracker
 
-__all__ = ["RequestFault", "ExitFault", "SimFaults", "FaultState", "AuthGuard", "API_KEY_ENV"]
+Phase = Literal["describe", "tokenize", "metrics", "prefill", "warmup", "ramp", "steady", "window", "drain", "between"]
+
+__all__ = ["RequestFault", "ExitFault", "SimFaults", "FaultState", "AuthGuard", "API_KEY_ENV", "PHASES"]
 
 API_KEY_ENV = "INFERMATRIX_SIM_API_KEY"
 
@@ -54,7 +57,8 @@ API_KEY_ENV = "INFERMATRIX_SIM_API_KEY"
 class RequestFault(Strict):
     """One fault that hits some generation requests."""
 
-    kind: Literal["http_error", "stream_error", "truncate", "stall", "reset"]
+    kind: Literal["http_error", "stream_error", "truncate", "stall", "reset", "exit"]
+    phase: Phase | None = Field(None, description="hit only requests of this phase (phases.py), numbered within it; none: generation requests")
     every: int | None = Field(None, ge=1, description="hit request numbers k, 2k, 3k ... (counted from 1 over the server's life)")
     probability: float | None = Field(None, ge=0, le=1, description="hit each request with this chance (seeded by faults.seed)")
     first: int = Field(1, ge=1, description="hit no request numbered below this")
@@ -63,12 +67,16 @@ class RequestFault(Strict):
     status: int = Field(500, ge=400, le=599, description="http_error: the status code (429, 500, 503 ...)")
     message: str = Field("injected fault", description="the error message; '{authorization}' becomes the request's Authorization header, as an echoing proxy would")
     after_chunks: int = Field(2, ge=0, description="stream faults: chunks sent before the fault")
-    stall_s: float = Field(3600.0, gt=0, description="stall: seconds of silence before the stream carries on")
+    stall_s: float = Field(3600.0, gt=0, description="stall: seconds of silence before the stream (or answer) carries on")
+    code: int = Field(1, ge=0, le=255, description="exit: the process's exit code")
+    once_file: str | None = Field(None, description="hit only while this file is missing, and create it (a restarted sim stays well)")
 
     @model_validator(mode="after")
     def _one_selector(self) -> RequestFault:
         if self.every is not None and self.probability is not None:
             raise ValueError("give every or probability, not both")
+        if self.kind == "exit" and self.phase is None:
+            raise ValueError("kind exit needs a phase (or use faults.exit)")
         return self
 
 
@@ -113,12 +121,18 @@ class FaultState:
     """The running server's side of :class:`SimFaults`: counts requests and decides what hits them."""
 
     def __init__(self, faults: SimFaults, api_key: str | None = None):
-        self.faults = faults
         self.api_key = api_key if api_key is not None else (os.environ.get(API_KEY_ENV) or None)
-        self.requests = 0
-        self._hits = [0] * len(faults.requests)
-        self._rng = random.Random(faults.seed)
         self.connections: Callable[[], Any] | None = None  # uvicorn's live connections, when served by uvicorn
+        self.configure(faults)
+
+    def configure(self, faults: SimFaults) -> None:
+        """Start over with ``faults`` (``POST /debug/faults``): counts, hits and phases from zero."""
+        self.faults = faults
+        self.requests = 0
+        self.hits = [0] * len(faults.requests)
+        self.phase_counts = dict.fromkeys(PHASES, 0)
+        self.phases = PhaseTracker(on_enter=self._entered)
+        self._rng = random.Random(faults.seed)
 
     # ---- the server's hooks -------------------------------------------------------------------
 
@@ -131,17 +145,39 @@ class FaultState:
             return False
         return headers.get("authorization") != f"Bearer {self.api_key}"
 
-    def on_request(self, max_tokens: int | None = None) -> RequestFault | None:
+    def on_request(self, max_tokens: int | None = None, tags: set[str] | frozenset[str] = frozenset()) -> RequestFault | None:
         """Called as each generation request arrives: may exit the process; returns the fault that hits it."""
         self.requests += 1
         n = self.requests
         ex = self.faults.exit
         if ex is not None and ex.after_requests is not None and n >= ex.after_requests:
             self.exit_now(f"exiting with code {ex.code} at generation request {n}")
+        return self.pick(tags, max_tokens, generation=True)
+
+    def count_phases(self, tags: set[str]) -> None:
+        """A request arrived in these phases (drain and between count once per occurrence, on entry)."""
+        for tag in tags - {"drain", "between"}:
+            self.phase_counts[tag] += 1
+
+    def pick(self, tags: set[str] | frozenset[str], max_tokens: int | None = None, *, generation: bool = False,
+             only_exit: bool = False) -> RequestFault | None:  # fmt: skip
+        """The first rule that hits a request in phases ``tags`` (rules without a phase: generation requests only)."""
         for i, rule in enumerate(self.faults.requests):
-            if n < rule.first or (rule.limit is not None and self._hits[i] >= rule.limit):
+            if rule.phase is None:
+                if not generation:
+                    continue
+                n = self.requests
+            elif rule.phase in tags:
+                n = self.phase_counts[rule.phase]
+            else:
+                continue
+            if only_exit and rule.kind != "exit":
+                continue
+            if n < rule.first or (rule.limit is not None and self.hits[i] >= rule.limit):
                 continue
             if rule.max_tokens is not None and max_tokens != rule.max_tokens:
+                continue
+            if rule.once_file is not None and Path(rule.once_file).exists():
                 continue
             if rule.probability is not None:
                 hit = self._rng.random() < rule.probability
@@ -150,9 +186,20 @@ class FaultState:
             else:
                 hit = True
             if hit:
-                self._hits[i] += 1
+                self.hits[i] += 1
+                if rule.once_file is not None:
+                    Path(rule.once_file).write_text(f"{rule.kind} in {rule.phase}\n")
+                if rule.phase is not None:
+                    _log(f"{rule.kind} in {rule.phase} ({rule.phase} #{n})")
+                if rule.kind == "exit":
+                    self.exit_now(f"exiting with code {rule.code} in {rule.phase}", rule.code)
                 return rule
         return None
+
+    def _entered(self, phase: str) -> None:
+        """The run entered drain or between: number it, and fire the exit rules for it."""
+        self.phase_counts[phase] += 1
+        self.pick({phase}, only_exit=True)
 
     def error_body(self, rule: RequestFault, headers: Any) -> tuple[int, bytes]:
         import orjson
@@ -196,7 +243,7 @@ class FaultState:
             print(f"infermatrix-sim: non-default args: {{'api_key': '{self.api_key}'}}", file=sys.stderr, flush=True)
         ex = self.faults.exit
         if ex is not None and ex.after_s is not None:
-            asyncio.get_running_loop().call_later(ex.after_s, self.exit_now, f"exiting with code {ex.code} after {ex.after_s:g} s")
+            asyncio.get_running_loop().call_later(ex.after_s, self.exit_now, f"exiting with code {ex.code} after {ex.after_s:g} s", ex.code, ex.once_file)
 
     def slow_shutdown(self) -> None:
         if self.faults.shutdown_delay_s:
@@ -205,15 +252,17 @@ class FaultState:
 
     # ---- helpers ------------------------------------------------------------------------------
 
-    def exit_now(self, why: str) -> None:
+    def exit_now(self, why: str, code: int | None = None, once_file: str | None = None) -> None:
         ex = self.faults.exit
-        if ex is not None and ex.once_file:
-            marker = Path(ex.once_file)
+        if code is None and ex is not None:
+            code, once_file = ex.code, ex.once_file
+        if once_file:
+            marker = Path(once_file)
             if marker.exists():
                 return
             marker.write_text(why + "\n")
         _log(why)
-        os._exit(ex.code if ex is not None else 1)
+        os._exit(code if code is not None else 1)
 
     def _reset(self, scope: MutableMapping[str, Any]) -> None:
         """Reset the request's TCP connection (RST, not FIN): SO_LINGER 0, then abort."""
@@ -231,17 +280,50 @@ class FaultState:
 
 
 class AuthGuard:
-    """ASGI middleware: ``/v1/*`` answers 401 without ``Authorization: Bearer <key>`` when a key is set."""
+    """ASGI middleware: the API key (``/v1/*`` answers 401 without ``Authorization: Bearer <key>``),
+    the run's phases (each request tagged, ``scope["sim.phases"]``), and phase faults on every endpoint
+    but generation (whose faults the generation handler applies, inside its stream) and ``/health``."""
 
     def __init__(self, app: Any, faults: FaultState):
         self.app, self.faults = app, faults
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
-            if self.faults.unauthorized(scope.get("path", ""), headers):
-                body = b'{"error":{"message":"Unauthorized","type":"AuthenticationError","param":null,"code":401}}'
-                await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"application/json")]})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or ()}
+        path, method = scope.get("path", ""), scope.get("method", "GET")
+        if self.faults.unauthorized(path, headers):
+            await _answer(send, 401, b'{"error":{"message":"Unauthorized","type":"AuthenticationError","param":null,"code":401}}')
+            return
+        if path == "/health" or path.startswith("/debug/"):  # the truth about the server, never faulted
+            if path == "/health":
+                self.faults.phases.health_asked()  # may be "between cells" (and an exit rule fire)
+            await self.app(scope, receive, send)
+            return
+        faults, tracker = self.faults, self.faults.phases
+        tags = tracker.tags(method, path, headers.get("x-request-id"))
+        faults.count_phases(tags)
+        scope["sim.phases"] = tags
+        tracker.request_started()
+        try:
+            generation = method == "POST" and path.startswith("/v1/")
+            rule = None if generation or not tags else faults.pick(tags)
+            if rule is not None:
+                if rule.kind == "http_error":
+                    await _answer(send, *faults.error_body(rule, headers))
+                    return
+                if rule.kind == "reset":
+                    faults._reset(scope)
+                    return
+                if rule.kind == "stall":
+                    await asyncio.sleep(rule.stall_s)
+                # stream_error / truncate: nothing to break in a plain answer
+            await self.app(scope, receive, send)
+        finally:
+            tracker.request_ended(lambda delay, fn: asyncio.get_running_loop().call_later(delay, fn))
+
+
+async def _answer(send: Any, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})

@@ -47,7 +47,7 @@ class _Collector:
         yield counter(f("generated_tokens"), "Number of generation tokens processed.", c["generation_tokens"])
         yield counter(f("prefix_cache_queries"), "Prefix cache queries, in tokens.", c["cache_queries"])
         yield counter(f("prefix_cache_hits"), "Prefix cache hits, in tokens.", c["cache_hits"])
-        yield counter(f("preemptions"), "Cumulative number of preemption from the engine.", 0)
+        yield counter(f("preemptions"), "Cumulative number of preemption from the engine.", c["preemptions"])
         done = CounterMetricFamily(f("request_success"), "Count of successfully processed requests.",
                                    labels=[*_LABELS, "finished_reason"])  # fmt: skip
         for reason in ("stop", "length"):

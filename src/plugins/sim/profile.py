@@ -132,9 +132,13 @@ class SimProfile(Strict):
     acceptance: float = Field(0.0, ge=0, le=1)
     reasoning_tokens: int = Field(0, ge=0, description="chat: the first this many tokens arrive as delta.reasoning_content")
     eos_probability: float = Field(0.0, ge=0, le=1, description="per-token chance of stopping early (unless ignore_eos)")
+    # KV pressure: after a step, while KV usage is above this fraction, the youngest running sequence is
+    # preempted (its KV freed, back to the head of the queue, recomputed later), as vLLM does. None: never.
+    preempt_kv_usage: float | None = Field(None, gt=0, le=1)
     # Server behaviours, to emulate servers that lack them.
     usage: bool = True
     continuous_usage_stats: bool = True
+    usage_gap_every: int = Field(0, ge=0, description="with continuous usage, every k-th output chunk carries none (0: never)")
     metrics: bool = True
     # The sim's metric families are named as vLLM names them (the prefix ``vllm:`` + vLLM's names); an
     # engine plugin under test can have them served under its own names instead.

@@ -130,7 +130,7 @@ class Scheduler:
         self.steps: deque[tuple[float, float, float, int, int, float]] = deque(maxlen=profile.truth_max_steps)
         self.counters = dict.fromkeys(
             ("prompt_tokens", "generation_tokens", "cache_queries", "cache_hits", "requests", "finished_stop",
-             "finished_length", "aborted", "steps", "resyncs"), 0)  # fmt: skip
+             "finished_length", "aborted", "steps", "resyncs", "preemptions"), 0)  # fmt: skip
         self.max_lag_s = 0.0
         self._n = 0
         self._decode_wake = asyncio.Event()
@@ -224,10 +224,11 @@ class Scheduler:
                 active[h] = active.get(h, 0) + 1
             seq.kv_own = seq.tail + seq.max_tokens
             self.reserved += need
-            self.used_own += seq.tail
+            self.used_own += seq.tail + seq.generated  # a preempted sequence comes back with its output so far
             self.n_admitted += 1
             seq.admitted = time.monotonic()
-            self._plan(seq)
+            if seq.rng is None:  # planned once: a preempted sequence resumes its own text
+                self._plan(seq)
             seq.state = "prefill_queued"
             self.prefill_q.append(seq)
             self._prefill_wake.set()
@@ -366,7 +367,7 @@ class Scheduler:
             cached = self._cached_prefix(seq)
             seq.cached_tokens = cached
             seq.prefill_start = start
-            end = start + p.prefill_ms(seq.prompt_tokens, cached) / 1000.0
+            end = start + p.prefill_ms(seq.prompt_tokens + seq.generated, cached) / 1000.0  # a preempted one recomputes its output
             delay = end - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -417,6 +418,7 @@ class Scheduler:
                 await asyncio.sleep(delay)
             t_end = last_end = time.monotonic()
             tokens = self._emit(t_end)
+            self._preempt_under_pressure()
             lag = t_end - deadline
             if lag > self.max_lag_s:
                 self.max_lag_s = lag
@@ -460,6 +462,16 @@ class Scheduler:
             self.counters["finished_" + s.limit_reason] += 1
             self._done(s, t, s.limit_reason)
         return total
+
+    def _preempt_under_pressure(self) -> None:
+        """``preempt_kv_usage``: evict the youngest running sequences while KV usage is above it (never the last)."""
+        limit = self.p.preempt_kv_usage
+        while limit is not None and len(self.running) > 1 and self.kv_usage() > limit:
+            seq = self.running.pop()
+            self._release(seq)
+            seq.state = "waiting"
+            self.waiting.appendleft(seq)  # first in line again, as vLLM requeues a preempted request
+            self.counters["preemptions"] += 1
 
     # --- observation -----------------------------------------------------------------------------
     def kv_usage(self) -> float:

@@ -24,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 from infermatrix import __version__
 from infermatrix.plugins.sim import tokenizer as tok
 from infermatrix.plugins.sim.api import ApiError, GenRequest, Shapes, check_messages, check_model, parse_generation
-from infermatrix.plugins.sim.faults import AuthGuard, FaultState
+from infermatrix.plugins.sim.faults import AuthGuard, FaultState, SimFaults
 from infermatrix.plugins.sim.metrics import CONTENT_TYPE, render_metrics
 from infermatrix.plugins.sim.profile import SimProfile, load_profile
 from infermatrix.plugins.sim.scheduler import SHUTDOWN, Scheduler, Seq
@@ -110,7 +110,9 @@ def create_app(profile: SimProfile) -> Starlette:
     async def metrics(request: Request) -> Response:
         if not profile.metrics:
             return Response(b"Not Found", status_code=404, media_type="text/plain")
-        return Response(render_metrics(sched), media_type=CONTENT_TYPE)
+        page = render_metrics(sched)
+        faults.phases.metrics_answered(sched.n_admitted, len(sched.waiting))
+        return Response(page, media_type=CONTENT_TYPE)
 
     async def truth(request: Request) -> Response:
         since = request.query_params.get("since")
@@ -127,6 +129,18 @@ def create_app(profile: SimProfile) -> Starlette:
     async def profile_info(request: Request) -> Response:
         return _json(profile.model_dump(mode="json"))
 
+    async def fault_info(request: Request) -> Response:
+        """GET: what the faults did so far; POST: new faults (a SimFaults table), counts from zero."""
+        if request.method == "POST":
+            from pydantic import ValidationError
+
+            try:
+                faults.configure(SimFaults.model_validate(await _body(request)))
+            except (ApiError, ValidationError) as exc:
+                return _error(exc if isinstance(exc, ApiError) else ApiError(400, str(exc).splitlines()[0]))
+        return _json({"hits": faults.hits, "phase_counts": faults.phase_counts, "stage": faults.phases.stage,
+                      "generation_requests": faults.requests})  # fmt: skip
+
     async def completions(request: Request) -> Response:
         return await _generate(request, "completions")
 
@@ -139,7 +153,7 @@ def create_app(profile: SimProfile) -> Starlette:
             req = parse_generation(await _body(request), api, profile, request.headers.get("x-request-id"))
         except ApiError as exc:
             return _error(exc)
-        fault = faults.on_request(req.max_tokens)
+        fault = faults.on_request(req.max_tokens, request.scope.get("sim.phases") or frozenset())
         if fault is not None and fault.kind == "http_error":
             status, body = faults.error_body(fault, request.headers)
             return Response(body, status_code=status, media_type="application/json")
@@ -150,7 +164,12 @@ def create_app(profile: SimProfile) -> Starlette:
         shapes = Shapes(seq.id, profile.model, chat_api, req.prompt.tokens)
         sched.submit(seq, arrived)
         if req.stream:
-            return _SSE(faults.wrap_stream(fault, _stream(seq, req, shapes), request.scope), lambda: sched.abort(seq))
+            def closed() -> None:
+                if seq.state != "done":  # the client closed it (the window's end), not the engine
+                    faults.phases.stream_closed_by_client()
+                sched.abort(seq)
+
+            return _SSE(faults.wrap_stream(fault, _stream(seq, req, shapes), request.scope), closed)
         return await _whole(request, seq, shapes)
 
     async def _stream(seq: Seq, req: GenRequest, shapes: Shapes) -> AsyncIterator[bytes]:
@@ -158,6 +177,8 @@ def create_app(profile: SimProfile) -> Starlette:
         if shapes.chat:
             yield shapes.role_chunk(0 if cont else None)
         cum = 0
+        chunks = 0
+        gap = profile.usage_gap_every
         while True:
             buf: list[bytes] = []
             finished = False
@@ -168,7 +189,9 @@ def create_app(profile: SimProfile) -> Starlette:
                     return
                 r, r_text, c, c_text, finish = item
                 cum += r + c
-                buf.append(shapes.text_chunk(r_text, c_text, finish, cum if cont else None))
+                chunks += 1
+                skip = gap and chunks % gap == 0 and finish is None  # a chunk without usage (usage_gap_every)
+                buf.append(shapes.text_chunk(r_text, c_text, finish, cum if cont and not skip else None))
                 if finish is not None:
                     finished = True
             if finished:
@@ -217,6 +240,7 @@ def create_app(profile: SimProfile) -> Starlette:
         Route("/debug/truth", truth, methods=["GET"]),
         Route("/debug/reset", reset, methods=["POST"]),
         Route("/debug/profile", profile_info, methods=["GET"]),
+        Route("/debug/faults", fault_info, methods=["GET", "POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(AuthGuard, faults=faults)])
     app.state.scheduler = sched

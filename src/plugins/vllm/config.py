@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from infermatrix.core.config import EngineConfig, Strict
+from infermatrix.plugin import EngineConfig, Strict
 
 __all__ = ["VllmArgs", "VllmEngineConfig", "expand_path", "SERVER_MODULE"]
 

@@ -23,6 +23,7 @@ from infermatrix.plugin import (
     MetricNames,
     TokenizeAPI,
     detect_hardware,
+    all_info_labels,
     hookimpl,
     info_labels,
     redact_argv,
@@ -210,19 +211,31 @@ def _int(label: str | None) -> int | None:
 
 
 def capacity_from_metrics(text: str | None) -> Capacity | None:
-    """KV token budget from ``vllm:cache_config_info``: num_gpu_blocks × block_size; ``None`` when absent."""
-    labels = info_labels(text, CACHE_CONFIG)
-    blocks = _int(labels.get("num_gpu_blocks"))
-    if blocks is None:
-        blocks = _int(labels.get("num_gpu_blocks_override"))
-    block = _int(labels.get("block_size"))
-    if not blocks or not block:
+    """KV token budget from ``vllm:cache_config_info``: num_gpu_blocks × block_size, summed over the
+    engine's data-parallel ranks (each rank has a KV cache of its own and reports its own sample, told
+    apart by its ``engine`` label); ``None`` when absent."""
+    ranks: dict[str, tuple[int, int, int | None]] = {}
+    for i, labels in enumerate(all_info_labels(text, CACHE_CONFIG)):
+        blocks = _int(labels.get("num_gpu_blocks"))
+        if blocks is None:
+            blocks = _int(labels.get("num_gpu_blocks_override"))
+        block = _int(labels.get("block_size"))
+        if blocks and block:
+            ranks.setdefault(labels.get("engine", str(i)), (blocks, block, _int(labels.get("max_num_seqs"))))
+    if not ranks:
         return None
+    kv = sum(blocks * block for blocks, block, _ in ranks.values())
+    seqs = [s for _, _, s in ranks.values()]
+    blocks, block, _ = next(iter(ranks.values()))
+    if len(ranks) == 1:
+        source = f"{CACHE_CONFIG} (num_gpu_blocks {blocks} × block_size {block})"
+    else:
+        source = f"{CACHE_CONFIG} ({len(ranks)} data-parallel ranks: Σ num_gpu_blocks × block_size = {kv:,} tokens)"
     return Capacity(
-        kv_tokens=blocks * block, max_seqs=_int(labels.get("max_num_seqs")),
-        source=f"{CACHE_CONFIG} (num_gpu_blocks {blocks} × block_size {block})",
-        detail={"num_gpu_blocks": blocks, "block_size": block},
-    )
+        kv_tokens=kv, max_seqs=sum(s for s in seqs if s) if all(seqs) else None, source=source,
+        detail={"num_gpu_blocks": blocks, "block_size": block, "ranks": len(ranks),
+                "per_rank": {k: {"num_gpu_blocks": b, "block_size": bs} for k, (b, bs, _) in ranks.items()}},
+    )  # fmt: skip
 
 
 def vllm_capacity(metrics_text: str | None, info: EngineInfo, config: VllmEngineConfig) -> Capacity | None:
@@ -231,8 +244,11 @@ def vllm_capacity(metrics_text: str | None, info: EngineInfo, config: VllmEngine
     max_seqs = info.extra.get("max_num_seqs") or config.args.max_num_seqs
     cap = capacity_from_metrics(metrics_text)
     if cap is not None:
+        ranks = cap.detail.get("ranks", 1)
         if cap.max_seqs is None and max_seqs:
-            cap.max_seqs, cap.source = max_seqs, f"{cap.source}; max_num_seqs {max_seqs} (--max-num-seqs)"
+            # --max-num-seqs is per data-parallel rank: each rank schedules its own batch.
+            per = f" × {ranks} ranks" if ranks > 1 else ""
+            cap.max_seqs, cap.source = max_seqs * ranks, f"{cap.source}; max_num_seqs {max_seqs}{per} (--max-num-seqs)"
         return cap
     kv_log = info.extra.get("kv_cache_log")
     if kv_log and kv_log.get("kv_tokens"):

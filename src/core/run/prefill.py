@@ -1,0 +1,81 @@
+"""Prefill points: cold probes of one prompt length, and the client's own share of every TTFT.
+
+A point is the median of ``matrix.prefill_samples`` cold probes (distinct, never-seen prompts,
+``max_tokens = 1``) sent one at a time after one throwaway probe of the same length: the first request
+of a length may pay one-time work on a real GPU (kernel compilation for a new shape, allocation), which
+is not prefill. Every probe is kept (``prefill_samples`` table).
+
+What the client adds to a probe's TTFT is kept small: the body is encoded before the clock starts, the
+request goes over a keep-alive connection that an empty request just used (no connect inside TTFT),
+and the clock starts when the request's last byte is written (``stream_request``). What remains — the
+transport both ways and both event loops — is measured, not subtracted: ``client_overhead_ms``, the
+median round trip of that empty request (``GET /v1/models``), stored per run.
+"""
+
+from __future__ import annotations
+
+import secrets
+import statistics
+import time
+from typing import Any
+
+import httpx
+
+from infermatrix.core.measure.cell import CellRunner
+from infermatrix.core.run.planning import prefill_target
+from infermatrix.core.types import PrefillResult, PrefillSample
+
+__all__ = ["probe_prefill", "round_trip_ms", "RTT_PATH"]
+
+RTT_PATH = "/v1/models"  # the one request every OpenAI-compatible server answers, with no work behind it
+
+
+async def round_trip_ms(client: httpx.AsyncClient, base_url: str, headers: dict[str, str]) -> float | None:
+    """One empty request's round trip (ms) — it also leaves a warm keep-alive connection in the pool."""
+    t0 = time.monotonic()
+    try:
+        r = await client.get(base_url + RTT_PATH, headers=headers)
+        await r.aread()
+    except httpx.HTTPError:
+        return None
+    return (time.monotonic() - t0) * 1000.0 if r.status_code < 400 else None
+
+
+async def probe_prefill(runner: CellRunner, workload: Any, ctx: int, max_model_len: int | None, run_id: str,
+                        rtts: list[float], on_phase: Any = None) -> PrefillResult:  # fmt: skip
+    """One prefill point: a throwaway probe, then ``prefill_samples`` cold ones; ``rtts`` gains a round trip per probe."""
+    target, note = prefill_target(ctx, max_model_len)
+    if on_phase is not None:
+        on_phase("prompts", None)
+    k = runner.matrix.prefill_samples
+    # Never-seen prefixes, so nothing of them is in the prefix cache: cold requests. A random nonce comes first in
+    # the key, so probes of one length differ from their first KV block on (a prefix cache matches whole blocks).
+    prompts = [await workload.prompt(target, f"{secrets.token_hex(4)}/{run_id}/prefill/{ctx}/{i}", distinct=True) for i in range(k + 1)]
+    samples: list[PrefillSample] = []
+    for i, prompt in enumerate(prompts):
+        if on_phase is not None:
+            on_phase(f"prefill {i}/{k}" if i else "prefill (throwaway)", None)
+        rtt = await round_trip_ms(runner.client, runner.base_url, runner.headers)
+        if rtt is not None:
+            rtts.append(rtt)
+        rec = await runner.one_shot(prompt, 1, kind="prefill", seq=i)
+        ok = rec.outcome == "ok" and rec.ttft_s is not None
+        samples.append(PrefillSample(
+            sample_no=i, throwaway=i == 0, request_id=runner.request_id("prefill", prompt.tokens, 1, 0, i),
+            prompt_tokens=rec.prompt_tokens if rec.prompt_tokens is not None else prompt.tokens,
+            ttft_ms=rec.ttft_s * 1000.0 if ok and rec.ttft_s is not None else None, sent=rec.sent, first_token=rec.first_token,
+            outcome=rec.outcome if ok else (rec.error or rec.outcome or "no first token"),
+        ))  # fmt: skip
+        if not ok:
+            break  # a failed probe: the point is an error, no need to send the rest
+    kept = [s for s in samples if not s.throwaway and s.ttft_ms is not None]
+    if len(kept) < k:
+        failed = next((s for s in samples if s.ttft_ms is None), None)
+        why = failed.outcome if failed is not None else "no first token"
+        return PrefillResult(context_tokens=ctx, prompt_tokens=samples[-1].prompt_tokens, ttft_ms=None, prompt_tps=None,
+                             status="error", reason=why, samples=samples)  # fmt: skip
+    ttft_ms = statistics.median(s.ttft_ms for s in kept if s.ttft_ms is not None)
+    tokens = int(statistics.median(s.prompt_tokens or target for s in kept))
+    runner.prefill_rates.add(ctx, tokens, ttft_ms / 1000.0)
+    return PrefillResult(context_tokens=ctx, prompt_tokens=tokens, ttft_ms=ttft_ms, prompt_tps=tokens / (ttft_ms / 1000.0),
+                         status="valid", reason=note, samples=samples)  # fmt: skip

@@ -1,0 +1,69 @@
+"""The run's steps on the engine's account, guarded: start-up (describe, capacity, tokenizer, gauges)
+and the phase a cell or probe is in, so an engine that fails anywhere ends a step with a reason,
+never a traceback (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Awaitable, Callable
+
+import anyio
+import httpx
+from rich.console import Console
+
+from infermatrix.core.engine.contract import Engine, EngineError
+from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport, guarded
+
+__all__ = ["Phase", "start_up", "STARTUP_TRIES"]
+
+# A start-up step that fails while the engine answers is tried this many times before the run stops.
+STARTUP_TRIES = 3
+
+
+class Phase:
+    """The phase a cell or probe is in (``prompts``, ``warm-up``, ``ramp`` … as the cell reports
+    them), passed on to the progress display; the runner names it in an error's reason."""
+
+    def __init__(self, forward: Callable[[str, float | None], None] | None = None):
+        self.now = "start-up"
+        self.forward = forward
+
+    def __call__(self, name: str, deadline: float | None = None) -> None:
+        self.now = name
+        if self.forward is not None:
+            self.forward(name, deadline)
+
+
+async def start_up(
+    engine: Engine, client: httpx.AsyncClient, transport: WatchedTransport, console: Console,
+    fn: Callable[[Phase], Awaitable[Any]],
+) -> Any:
+    """``fn`` (the start-up steps, naming each in the phase it gets), again after a recovery when the
+    engine goes down meanwhile, or after a pause when a step fails with the engine up (at most
+    :data:`STARTUP_TRIES` times). Raises :class:`EngineError` when it can't complete."""
+    failures = downs = 0
+    while True:
+        phase = Phase()
+        try:
+            return await guarded(engine, client, transport, functools.partial(fn, phase))
+        except EngineDown as down:
+            downs += 1
+            console.print(f"  [red]engine down during start-up ({phase.now}): {down.why}[/]", highlight=False)
+            if downs > engine.config.max_restarts:
+                raise EngineError(f"the engine went down {downs} times during start-up; last: {down.why}{_tail(engine)}") from None
+            if not engine.attach:
+                console.print(f"  restarting {engine.kind} …", highlight=False)
+            else:
+                console.print(f"  waiting up to {engine.config.reconnect_timeout_s:g} s for {engine.base_url} to come back …", highlight=False)
+            console.print(f"  {await engine.recover(client)}", highlight=False)
+        except StepFailed as exc:
+            failures += 1
+            if failures >= STARTUP_TRIES:
+                raise EngineError(f"start-up failed {failures} times, last in {phase.now}: {exc.why}") from None
+            console.print(f"  [yellow]start-up step {phase.now} failed ({exc.why}); trying again[/]", highlight=False)
+            await anyio.sleep(1.0)
+
+
+def _tail(engine: Engine) -> str:
+    tail = engine.log_tail(12)
+    return f"; last lines of its log:\n{engine.redact(tail)}" if tail else ""

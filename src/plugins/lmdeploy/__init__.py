@@ -1,0 +1,1 @@
+"""The ``lmdeploy`` engine kind: launch ``lmdeploy serve api_server`` (or attach), read its capacity and gauges."""
