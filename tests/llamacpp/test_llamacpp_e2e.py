@@ -101,21 +101,22 @@ def test_capacity_from_slots_and_the_cells_that_do_not_fit(run, db):
     assert over == {(c, n) for c, n, _ in rows if n * (c + m["max_output"]) > 6144} and 0 < len(over) < len(rows)
 
 
-def test_measured_cells_have_numbers_that_agree_with_the_engine_counters(run, db):
+def test_measured_cells_have_numbers_counted_by_the_server(run, db):
     cells = db.execute(
-        "SELECT context_tokens, concurrency, status, total_tps, ttft_ms, output_tokens, token_source, prompt_tokens, flags "
+        "SELECT context_tokens, concurrency, status, total_tps, ttft_ms, output_tokens, token_source, prompt_tokens, flags, reason "
         "FROM cells WHERE status <> 'over_capacity'"
     ).fetchall()
     assert len(cells) == 9
-    for c, n, status, tps, ttft, out, source, prompt, flags in cells:
-        assert status in MEASURED, (c, n, status)
+    for c, n, status, tps, ttft, out, source, prompt, flags, reason in cells:
+        assert status in MEASURED, (c, n, status, reason)
         assert tps > 0 and ttft > 0 and out > 0, (c, n)
         assert source == "usage", (c, n)  # timings.predicted_n in every chunk: the server's own count
         assert abs(prompt - c) <= tolerance(c), (c, prompt)
         tokens = _json(flags)["tokens"]
-        # llamacpp:tokens_predicted_total read before and after the cell, against the streamed counts
-        assert tokens["engine"] is not None and tokens["usage"] is not None, (c, n, tokens)
-        assert tokens["agree"], (c, n, tokens)
+        # the streamed counts against /tokenize's count of the text received; llama-server's token
+        # counter moves at request end, so it is not compared per cell (the attached test does it per run)
+        assert tokens["usage"] is not None and tokens["tokenizer"] is not None and tokens["agree"], (c, n, tokens)
+        assert tokens["engine"] is None, (c, n, tokens)
 
 
 def test_prefill_probes_hit_their_lengths(run, db):
@@ -142,8 +143,10 @@ def test_no_secret_anywhere(run, db):
 @pytest.fixture
 def own_server(llama_server, tiny_gguf, tmp_path):
     port = free_port()
+    (tmp_path / "slots").mkdir()
     log = (tmp_path / "llama-server.log").open("w")
-    argv = [llama_server, "-m", str(tiny_gguf), "--alias", "tiny", "--port", str(port), "--metrics", "-c", "6144", "-np", "8", "--kv-unified", "-ngl", "0"]
+    argv = [llama_server, "-m", str(tiny_gguf), "--alias", "tiny", "--port", str(port), "--metrics", "-c", "6144", "-np", "8", "--kv-unified", "-ngl", "0",
+            "--slot-save-path", str(tmp_path / "slots")]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -177,18 +180,19 @@ def test_attached_run_matches_llama_server_metrics(own_server, tmp_path):
     before = counter("llamacpp:tokens_predicted_total")
     db = tmp_path / "attach.duckdb"
     proc = cli("run", "--engine", "llamacpp", "--base-url", own_server, "--model", "tiny", "--db", str(db),
-               "--contexts", "256", "--concurrency", "1,4", "--prefill-contexts", "256", "--duration", "2",
+               "--contexts", "256", "--concurrency", "1,4", "--prefill-contexts", "256", "--duration", "2", "--max-output", "128",
                "--no-loop-detection", "--api", "completions", timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     generated = counter("llamacpp:tokens_predicted_total") - before
     with duckdb.connect(str(db), read_only=True) as con:
-        stored = con.execute("SELECT sum(output_tokens) FROM requests").fetchone()[0]
+        stored, cut = con.execute("SELECT sum(output_tokens), count(*) FILTER (outcome = 'cancelled') FROM requests").fetchone()
         cells = con.execute("SELECT concurrency, status FROM cells").fetchall()
         extra = _json(con.execute("SELECT engine_extra FROM runs").fetchone()[0])
-    assert sorted(cells) == [(1, "valid"), (4, "valid")] or all(s in MEASURED for _, s in cells), cells
-    # Beyond what was streamed and stored, the server generated: one token per warm-up request and
-    # per prefill probe, and at most one token per stream cut at each window's end.
-    slack = sum(n for n, _ in cells) * 2 + 1
+    assert sorted(n for n, _ in cells) == [1, 4] and all(s in MEASURED for _, s in cells), cells
+    # Beyond what was streamed and stored, the server generated one token per warm-up request (N per
+    # cell) and per prefill probe, and for each stream cut at a window's end the few tokens it made
+    # before it noticed the client had gone (measured: 1-3).
+    slack = sum(n for n, _ in cells) + 1 + 4 * cut
     assert stored > 0 and stored <= generated <= stored + slack, (stored, generated, slack)
     assert extra["attached"] is True and extra["kv_unified"] is None and extra["total_slots"] == 8
 

@@ -72,6 +72,10 @@ class MetricNames:
     spec_accepted_tokens: str | None = None  # speculative draft tokens accepted (counter)
     path: str = "/metrics"
     parse: Callable[[str], Gauges] | None = None
+    # The token counters (generated, prompt, speculative) move when a request ends, not token by token:
+    # a window's edges cut requests, so reads inside a run say nothing about a window. They are then not
+    # read at all (parse_gauges leaves them None): no per-cell reconciliation or rate check against them.
+    counted_at_request_end: bool = False
 
     def names(self) -> dict[str, str]:
         """Gauge field -> metric name, for the values this engine reports."""
@@ -152,7 +156,10 @@ class EngineTraits:
         """A JSON-able summary, stored with the run."""
         m = self.metrics
         return {
-            "metrics": None if m is None else {"path": m.path, **m.names(), **({"parse": True} if m.parse else {})},
+            "metrics": None if m is None else {
+                "path": m.path, **m.names(), **({"parse": True} if m.parse else {}),
+                **({"counted_at_request_end": True} if m.counted_at_request_end else {}),
+            },
             "tokenize": None if self.tokenize is None else self.tokenize.path,
             "per_chunk_usage": self.per_chunk_usage,
             "ignore_eos": self.ignore_eos,

@@ -52,6 +52,8 @@ def parse_gauges(page: str, names: MetricNames) -> Gauges:
     if names.parse is not None:
         return names.parse(page)
     wanted = names.names()
+    if names.counted_at_request_end:  # counters that say nothing about a window (MetricNames)
+        wanted = {f: n for f, n in wanted.items() if f in ("running", "waiting", "kv_usage")}
     values = scan_values(page, wanted.values())
     return Gauges(**{f: values.get(n) for f, n in wanted.items()})
 

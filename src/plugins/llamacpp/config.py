@@ -36,6 +36,7 @@ _FLAGS: dict[str, str] = {
     "spec_draft_n_min": "--spec-draft-n-min",
     "n_gpu_layers_draft": "-ngld",
     "seed": "--seed",
+    "slot_save_path": "--slot-save-path",
 }
 # Booleans llama-server declares as a flag pair: False is said explicitly with the negative form.
 _NEGATIVE = {"kv_unified": "--no-kv-unified"}
@@ -61,6 +62,9 @@ class LlamaCppArgs(Strict):
     spec_draft_n_min: int | None = Field(None, ge=0, description="--spec-draft-n-min")
     n_gpu_layers_draft: int | Literal["auto", "all"] | None = Field(None, description="-ngld: draft model layers on the GPU")
     seed: int | None = Field(None, description="--seed: the server's RNG seed")
+    slot_save_path: str | None = Field(
+        None, description="--slot-save-path: enables the slot actions (erase, save, restore); default: the run's directory/slots"
+    )
     extra_args: list[str] = Field(default_factory=list, description="further arguments, verbatim, after the typed ones")
 
     def flags(self) -> list[str]:
@@ -72,7 +76,7 @@ class LlamaCppArgs(Strict):
             if isinstance(value, bool):
                 out.append(flag if value else _NEGATIVE[name])
             else:
-                out += [flag, expand_path(value) if name == "model_draft" else str(value)]
+                out += [flag, expand_path(value) if name in ("model_draft", "slot_save_path") else str(value)]
         return out + self.extra_args
 
     def unified_kv(self) -> bool:
