@@ -37,7 +37,7 @@ class Seq:
 
     __slots__ = (
         "id", "request_id", "api", "prompt_tokens", "blocks", "tail", "max_tokens", "ignore_eos", "seed",
-        "loop_marker", "reasoning", "state", "arrived", "accepted", "admitted", "prefill_start", "prefill_end", "joined",
+        "loop_marker", "reasoning", "state", "arrived", "received", "accepted", "admitted", "prefill_start", "prefill_end", "joined",
         "first_token", "finished", "finish_reason", "aborted", "cached_tokens", "generated", "limit",
         "limit_reason", "looped", "loop_after", "rng", "text", "emissions", "out", "waiter", "kv_own",
     )  # fmt: skip
@@ -59,6 +59,7 @@ class Seq:
         self.state = "new"
         # Timestamps (time.monotonic()) of the sequence's life; None until it gets there.
         self.arrived: float | None = None
+        self.received: float | None = None  # the request's body fully read (HTTP server only)
         self.accepted: float | None = None
         self.admitted: float | None = None
         self.prefill_start: float | None = None
@@ -99,7 +100,7 @@ class Seq:
         em = self.emissions
         return {
             "id": self.id, "request_id": self.request_id, "api": self.api, "prompt_tokens": self.prompt_tokens,
-            "cached_tokens": self.cached_tokens, "max_tokens": self.max_tokens, "arrived": self.arrived,
+            "cached_tokens": self.cached_tokens, "max_tokens": self.max_tokens, "arrived": self.arrived, "received": self.received,
             "accepted": self.accepted, "admitted": self.admitted, "prefill_start": self.prefill_start, "prefill_end": self.prefill_end, "joined": self.joined,
             "first_token": self.first_token, "emissions": [[em[i], int(em[i + 1])] for i in range(0, len(em), 2)],
             "output_tokens": self.generated, "finished": self.finished, "finish_reason": self.finish_reason,

@@ -150,7 +150,9 @@ def create_app(profile: SimProfile) -> Starlette:
     async def _generate(request: Request, api: str) -> Response:
         arrived = time.monotonic()  # before reading and tokenizing the body, as a client would count it
         try:
-            req = parse_generation(await _body(request), api, profile, request.headers.get("x-request-id"))
+            raw = await _body(request)
+            received = time.monotonic()  # the whole request is here: a client that stalled mid-write is not server time
+            req = parse_generation(raw, api, profile, request.headers.get("x-request-id"))
         except ApiError as exc:
             return _error(exc)
         fault = faults.on_request(req.max_tokens, request.scope.get("sim.phases") or frozenset())
@@ -162,6 +164,7 @@ def create_app(profile: SimProfile) -> Starlette:
                   request_id=req.request_id, ignore_eos=req.ignore_eos, seed=req.seed, loop_marker=req.prompt.loop_marker,
                   reasoning=profile.reasoning_tokens if chat_api else 0)  # fmt: skip
         shapes = Shapes(seq.id, profile.model, chat_api, req.prompt.tokens)
+        seq.received = received
         sched.submit(seq, arrived)
         if req.stream:
             def closed() -> None:
