@@ -55,8 +55,8 @@ def both(vllm_python, tiny_model, llama_server, tiny_gguf, tmp_path_factory):
     assert processes_using(str(tiny_gguf)) == [] and processes_using(str(tiny_model)) == []
     with duckdb.connect(str(db), read_only=True) as con:
         runs = dict(con.execute("SELECT engine, run_id FROM runs").fetchall())
-        for row in con.execute("SELECT engine, context_tokens, concurrency, status, reason FROM cells JOIN runs USING (run_id) "
-                               "WHERE status NOT IN ('valid', 'over_capacity')").fetchall():  # fmt: skip
+        for row in con.execute("SELECT r.engine, c.context_tokens, c.concurrency, c.status, c.reason FROM cells c JOIN runs r USING (run_id) "
+                               "WHERE c.status NOT IN ('valid', 'over_capacity')").fetchall():  # fmt: skip
             print("not valid:", row)  # shown with -s: why a cell has no numbers on this machine
     return db, runs
 
