@@ -22,10 +22,7 @@ from infermatrix.core.measure.chunks import ChunkParser
 from infermatrix.core.measure.sse import SSESplitter
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["request_body", "encode_body", "stream_request", "endpoint_path", "classify_error", "JSON_HEADERS", "KEEPALIVE_EXPIRY_S"]
-
-# How long an idle pooled connection is kept: under the 5 s after which common servers close theirs.
-KEEPALIVE_EXPIRY_S = 2.0
+__all__ = ["request_body", "encode_body", "stream_request", "endpoint_path", "classify_error", "JSON_HEADERS"]
 
 _PLAIN = EngineTraits()  # a plain OpenAI-compatible server
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}

@@ -28,7 +28,7 @@ import anyio
 import httpx
 from anyio.abc import ByteReceiveStream, Process
 
-from infermatrix.core.measure.client import KEEPALIVE_EXPIRY_S, stream_request
+from infermatrix.core.measure.client import stream_request
 from infermatrix.core.measure.selfcheck import ClientLoad, ClientMonitor
 from infermatrix.core.types import RequestRecord
 
@@ -210,8 +210,7 @@ async def _worker(spec: WorkerSpec) -> None:
         client: Any = RawClient(connect_timeout_s=spec.connect_timeout_s, idle_timeout_s=spec.idle_timeout_s)
     else:
         client = httpx.AsyncClient(timeout=httpx.Timeout(connect=spec.connect_timeout_s, read=spec.idle_timeout_s, write=30, pool=None),
-                                   limits=httpx.Limits(max_connections=None, max_keepalive_connections=None,
-                                                       keepalive_expiry=KEEPALIVE_EXPIRY_S))  # fmt: skip
+                                   limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))  # fmt: skip
     monitor = ClientMonitor()
     started: set[int] = set()
     pending: list[RequestRecord] = []

@@ -30,7 +30,6 @@ from infermatrix.core.run.accounting import (
     rejected_everything,
 )
 from infermatrix.core.measure.cell import CellRunner
-from infermatrix.core.measure.client import KEEPALIVE_EXPIRY_S
 from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.contexts import format_context
 from infermatrix.core.engine.contract import Engine, EngineError, probe_reachable
@@ -141,9 +140,7 @@ async def execute_run(
     m = cfg.matrix
     sig = _Signals()
     work = anyio.CancelScope()
-    # Idle pooled connections are dropped after 2 s: servers close theirs after 5 s idle (cpp-httplib,
-    # uvicorn), and a request sent on one the server is closing fails ("disconnected without a response").
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=KEEPALIVE_EXPIRY_S)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     # A short connect timeout, a per-read idle timeout, no total: a decode stream may run for minutes.
     timeout = httpx.Timeout(connect=m.connect_timeout_s, read=m.idle_timeout_s, write=30, pool=None)
     transport = WatchedTransport(httpx.AsyncHTTPTransport(limits=limits))
