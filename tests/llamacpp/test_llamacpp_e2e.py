@@ -111,12 +111,14 @@ def test_measured_cells_have_numbers_counted_by_the_server(run, db):
         assert status in MEASURED, (c, n, status, reason)
         assert tps > 0 and ttft > 0 and out > 0, (c, n)
         assert source == "usage", (c, n)  # timings.predicted_n in every chunk: the server's own count
-        assert abs(prompt - c) <= tolerance(c), (c, prompt)
+        # usage.prompt_tokens comes with a request's last chunk only: none when every request was cut
+        assert prompt is None or abs(prompt - c) <= tolerance(c), (c, prompt)
         tokens = _json(flags)["tokens"]
         # the streamed counts against /tokenize's count of the text received; llama-server's token
         # counter moves at request end, so it is not compared per cell (the attached test does it per run)
         assert tokens["usage"] is not None and tokens["tokenizer"] is not None and tokens["agree"], (c, n, tokens)
         assert tokens["engine"] is None, (c, n, tokens)
+    assert any(row[7] is not None for row in cells)
 
 
 def test_prefill_probes_hit_their_lengths(run, db):
