@@ -25,6 +25,7 @@ from infermatrix.core.types import RequestRecord
 __all__ = ["request_body", "encode_body", "stream_request", "endpoint_path", "classify_error", "JSON_HEADERS"]
 
 _PLAIN = EngineTraits()  # a plain OpenAI-compatible server
+STALE_CONNECTION_RETRIES = 2  # fresh connections tried when a pooled one was closed under us
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _monotonic_ns = time.monotonic_ns
 
@@ -109,37 +110,54 @@ async def stream_request(
                                            count_path=count_path)
     record.sent = record.opened = time.monotonic()  # until the body is written; kept if the request never gets that far
 
+    connected = False  # this attempt opened a new connection (not a pooled one)
+
     async def trace(event: str, info: Any) -> None:
+        nonlocal connected
         if event.endswith("send_request_body.complete"):
             record.sent = time.monotonic()
+        elif event.startswith("connection.connect_tcp"):
+            connected = True
 
     extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
     parser = ChunkParser(record, on_tokens, keep_text, count_path)
     split = SSESplitter()
+    # A kept-alive connection the server closed just as the pool handed it out fails before any answer
+    # ("Server disconnected without sending a response"): the server never saw this request, so it is
+    # sent again rather than counted as failed (raw transport: the same). A new connection closed without
+    # an answer is the server's fault and is not retried.
+    stale_retries = STALE_CONNECTION_RETRIES
     try:
-        async with client.stream("POST", url, content=content, headers=hdrs, extensions={"trace": trace}, **extra) as resp:
-            if resp.status_code >= 400:
-                raw = await resp.aread()
-                record.outcome = "http_error"
-                record.error = f"HTTP {resp.status_code}: {raw[:500].decode(errors='replace')}"
-                return record
-            # Raw bytes unless the server compressed them (SSE seldom is): no decoder, no line iterator.
-            pieces = resp.aiter_bytes() if "content-encoding" in resp.headers else resp.aiter_raw()
-            async for data in pieces:
-                t = _monotonic_ns()  # one stamp per read, for every event in it
-                if not parser.feed(split.feed(data), t):
-                    return record  # leaving the block closes this connection: its stream is in an unknown state
-        finish_stream(parser, split)
+        while True:
+            answered = connected = False
+            try:
+                async with client.stream("POST", url, content=content, headers=hdrs, extensions={"trace": trace}, **extra) as resp:
+                    answered = True
+                    if resp.status_code >= 400:
+                        raw = await resp.aread()
+                        record.outcome = "http_error"
+                        record.error = f"HTTP {resp.status_code}: {raw[:500].decode(errors='replace')}"
+                        return record
+                    # Raw bytes unless the server compressed them (SSE seldom is): no decoder, no line iterator.
+                    pieces = resp.aiter_bytes() if "content-encoding" in resp.headers else resp.aiter_raw()
+                    async for data in pieces:
+                        t = _monotonic_ns()  # one stamp per read, for every event in it
+                        if not parser.feed(split.feed(data), t):
+                            return record  # leaving the block closes this connection: its stream is in an unknown state
+                finish_stream(parser, split)
+            except (httpx.HTTPError, ConnectionError) as exc:
+                if isinstance(exc, httpx.RemoteProtocolError) and not answered and not connected and stale_retries > 0:
+                    stale_retries -= 1
+                    continue
+                record.outcome = classify_error(exc)
+                record.error = f"{type(exc).__name__}: {exc}"[:500]
+            return record
     except anyio.get_cancelled_exc_class():
         record.outcome = "cancelled" if record.finish_reason is None else record.outcome
         raise
-    except (httpx.HTTPError, ConnectionError) as exc:
-        record.outcome = classify_error(exc)
-        record.error = f"{type(exc).__name__}: {exc}"[:500]
     finally:
         record.ended = time.monotonic()
         parser.close()
-    return record
 
 
 def finish_stream(parser: ChunkParser, split: SSESplitter) -> None:
