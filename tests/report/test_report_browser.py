@@ -23,9 +23,12 @@ from infermatrix.core.store import Store
 from report_expect import REFERENCE_PAGE
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome", "chrome")) if p), None)
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium), so the HTML render check can't run"
-)
+pytestmark = [
+    pytest.mark.slow,  # starts headless Chromium
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="headless Chromium is not installed (apt-get install chromium), so the HTML render check can't run"
+    ),
+]
 WIDTH, HEIGHT = 1400, 3200
 
 PROBE = """<script>

@@ -18,7 +18,7 @@ from infermatrix.core.config import validate_config
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.registry import build_engine
 
-pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]  # the first test pays for the vLLM launch
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]  # the first test pays for the vLLM launch
 
 
 @pytest.fixture(scope="module")

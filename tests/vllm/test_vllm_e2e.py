@@ -15,7 +15,7 @@ from infermatrix.core.config import load_config
 from infermatrix.plugins.vllm.describe import kv_tokens_from_log
 from infermatrix.plugins.workload import tolerance
 
-pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]  # the first test pays for the vLLM launch
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]  # the first test pays for the vLLM launch
 
 MEASURED = ("valid", "client_bound")  # both carry numbers; on 2 shared cores the client may set the pace
 
