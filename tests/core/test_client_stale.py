@@ -31,7 +31,7 @@ class KeepAliveThenDrop:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0)
                 await reader.readexactly(length)
                 if served or self.drop_first:
                     return  # closed with no answer
@@ -75,3 +75,27 @@ async def test_a_fresh_connection_closed_without_an_answer_is_a_failed_request()
     (record,) = await _run(server, 1)
     assert record.outcome == "truncated" and "without sending a response" in (record.error or "")
     assert server.connections == 1  # not retried
+
+
+@pytest.mark.anyio
+async def test_health_probe_on_a_pooled_connection_the_server_closed_asks_again(tmp_path):
+    """The engine watch's /health probe must not call an engine down because its kept-alive connection
+    had been closed by the server (llama-server closes idle ones): found by the llama.cpp end-to-end run."""
+    from infermatrix.core.config import validate_config
+    from infermatrix.core.plugins import get_plugin_manager
+    from infermatrix.core.registry import build_engine
+
+    server = KeepAliveThenDrop()
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    pm = get_plugin_manager(load_entrypoints=False)
+    cfg = validate_config(pm, {"engine": {"kind": "openai", "base_url": f"http://127.0.0.1:{port}", "model": "m"}}, "t")
+    engine = build_engine(pm, cfg.engine, tmp_path)
+    assert engine is not None
+    try:
+        async with httpx.AsyncClient(timeout=5) as client:
+            assert [await engine.healthy(client) for _ in range(3)] == [None, None, None]
+    finally:
+        srv.close()
+        await srv.wait_closed()
+    assert server.answered == 3 and server.connections == 3

@@ -35,7 +35,7 @@ def test_tiny_config_command_line(tmp_path, monkeypatch):
     assert engine.command() == [
         "/home/u/.cache/infermatrix/llama-cpp/bin/llama-server", "-m", "/home/u/.cache/infermatrix/tiny-qwen2.gguf",
         "--alias", "tiny", "--host", "127.0.0.1", "--port", "8123", "--metrics", "--slot-save-path", str(tmp_path / "slots"),
-        "-c", "6144", "-np", "8", "--kv-unified", "-ngl", "0",
+        "-c", "6144", "-np", "8", "--kv-unified", "-ngl", "0", "-t", "1",
     ]  # fmt: skip
     assert engine.base_url == "http://127.0.0.1:8123"
 

@@ -125,7 +125,7 @@ def test_prefill_probes_hit_their_lengths(run, db):
     rows = db.execute("SELECT context_tokens, prompt_tokens, prompt_tps, ttft_ms, status FROM prefill_list").fetchall()
     assert sorted(r[0] for r in rows) == [256, 1024, 2048]
     for ctx, prompt, tps, ttft, status in rows:
-        assert status == "valid", (ctx, status, db.execute("SELECT reason FROM prefill_list WHERE context_tokens = ?", [ctx]).fetchone())
+        assert status == "valid", (ctx, status, db.execute("SELECT reason FROM prefill WHERE context_tokens = ?", [ctx]).fetchone())
         assert abs(prompt - ctx) <= tolerance(ctx) and tps > 0 and ttft > 0
 
 

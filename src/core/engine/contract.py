@@ -131,12 +131,20 @@ class Engine(abc.ABC):
         return redact_text(text, [self.api_key] if self.api_key else [])
 
     async def healthy(self, client: httpx.AsyncClient, timeout_s: float = 5.0) -> str | None:
-        """One ``/health`` probe: ``None`` when it answers 200, else why not."""
-        try:
-            r = await client.get(f"{self.base_url}/health", headers=self.headers, timeout=timeout_s)
-        except httpx.HTTPError as exc:
-            return self.redact(_why(exc))
-        return None if r.status_code == 200 else f"/health answered {r.status_code}"
+        """One ``/health`` probe: ``None`` when it answers 200, else why not. A kept-alive connection the
+        server closed while it sat in the pool fails before any answer (servers close idle connections
+        after a few seconds): that is asked once more, on a fresh connection, before it counts."""
+        for attempt in (0, 1):
+            try:
+                r = await client.get(f"{self.base_url}/health", headers=self.headers, timeout=timeout_s)
+            except httpx.RemoteProtocolError as exc:
+                if attempt == 0:
+                    continue
+                return self.redact(_why(exc))
+            except httpx.HTTPError as exc:
+                return self.redact(_why(exc))
+            return None if r.status_code == 200 else f"/health answered {r.status_code}"
+        return None  # not reached: the second attempt returns
 
     async def recover(self, client: httpx.AsyncClient) -> str:
         """After the engine went down: bring it back (launch) or wait for it (attach), bounded.
