@@ -18,6 +18,7 @@ same once-a-second gauge reads.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from infermatrix.core.types import RequestRecord
 
 __all__ = [
     "ClientMonitor", "ClientLoad", "ClientVerdict", "client_verdict", "worst", "edge_lag_ms", "lag_at_ms", "ttft_stamp_lag_ms",
+    "span_stamp_lag_share",
     "RATE_TOLERANCE", "STALL_LIMIT", "EDGE_BOUND_LIMIT", "TTFT_LAG_SHARE", "ITL_LAG_SHARE", "SPAN_LAG_SHARE",
 ]  # fmt: skip
 
@@ -149,6 +151,24 @@ def ttft_stamp_lag_ms(records: list[RequestRecord], ws: float, we: float, ticks:
     return max((lag_at_ms(ticks, t) for t in seen), default=None)
 
 
+def span_stamp_lag_share(records: list[RequestRecord], ws: float, we: float, ticks: list[tuple[float, float]]) -> float | None:
+    """Σ over requests of the lag at their first and last in-window stamps ÷ Σ of their spans: how far the
+    token-weighted rate can be off from stalls at the stamps it is timed by (None without spans)."""
+    late, total = 0.0, 0.0
+    for r in records:
+        inside = [t for t, _ in r.events if ws <= t <= we]
+        if len(inside) >= 2 and inside[-1] > inside[0]:
+            total += inside[-1] - inside[0]
+            late += (lag_at_ms(ticks, inside[0]) + lag_at_ms(ticks, inside[-1])) / 1000
+    return late / total if total > 0 else None
+
+
+def _states_more(note: str | None, pct: float) -> bool:
+    """Whether a doubtful note already states a bound of at least ``pct`` %."""
+    m = re.search(r"within ±([0-9.]+) %", note or "")
+    return m is not None and float(m.group(1)) >= pct
+
+
 def client_verdict(
     n: int, records: list[RequestRecord], window: tuple[float, float], *, window_load: ClientLoad, ramp_load: ClientLoad | None,
     engine: list[GaugeSample], ttft_ms: float | None, tbt_ms: float | None, ticks: list[tuple[float, float]] | None = None,
@@ -230,6 +250,14 @@ def client_verdict(
             for col in ("per_request_tps", "tbt_ms"):
                 v.doubtful.setdefault(col, f"within ±{100 * bound_ms / 1000 / span:.1f} %: client stamps up to {bound_ms:.1f} ms late "
                                            f"over a median request span of {span * 1000:.0f} ms")
+    # The rate's own stamps: a stall that holds one request's first or last in-window chunk lengthens or
+    # shortens its span by the stall, which the p99 of the window's ticks need not show (one stall, two requests).
+    share = span_stamp_lag_share(records, ws, we, ticks) if ticks is not None else None
+    d["span_lag_share"] = _r(share, 5)
+    if share is not None and share > SPAN_LAG_SHARE:
+        for col in ("per_request_tps", "tbt_ms"):
+            if not _states_more(v.doubtful.get(col), 100 * share):
+                v.doubtful[col] = f"within ±{100 * share:.1f} %: client stamps held by stalls at the requests' first or last in-window chunks"
     if v.bound:
         for col in ("total_tps", "per_request_tps", "tbt_ms"):
             v.doubtful.setdefault(col, v.why[0])
