@@ -252,12 +252,12 @@ def client_verdict(
                                            f"over a median request span of {span * 1000:.0f} ms")
     # The rate's own stamps: a stall that holds one request's first or last in-window chunk lengthens or
     # shortens its span by the stall, which the p99 of the window's ticks need not show (one stall, two requests).
-    share = span_stamp_lag_share(records, ws, we, ticks) if ticks is not None else None
-    d["span_lag_share"] = _r(share, 5)
-    if share is not None and share > SPAN_LAG_SHARE:
+    span_share = span_stamp_lag_share(records, ws, we, ticks) if ticks is not None else None
+    d["span_lag_share"] = _r(span_share, 5)
+    if span_share is not None and span_share > SPAN_LAG_SHARE:
         for col in ("per_request_tps", "tbt_ms"):
-            if not _states_more(v.doubtful.get(col), 100 * share):
-                v.doubtful[col] = f"within ±{100 * share:.1f} %: client stamps held by stalls at the requests' first or last in-window chunks"
+            if not _states_more(v.doubtful.get(col), 100 * span_share):
+                v.doubtful[col] = f"within ±{100 * span_share:.1f} %: client stamps held by stalls at the requests' first or last in-window chunks"
     if v.bound:
         for col in ("total_tps", "per_request_tps", "tbt_ms"):
             v.doubtful.setdefault(col, v.why[0])
