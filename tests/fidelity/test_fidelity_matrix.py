@@ -57,12 +57,13 @@ def scenario(request, tmp_path_factory):
 
 
 def _doubtful_bar(flags, col: str, bar: float) -> float:
-    """The relative bar for ``col``: ``bar``, or the bound the cell itself states when its own self-check
+    """The relative bar for ``col``: ``bar``, plus the bound the cell itself states when its own self-check
     marked the column doubtful ("within ±X %", docs/metrics.md: stalls of a busy client at the window's edges
-    or over short spans). An unmarked column keeps the tight bar."""
+    or at the stamps a rate is timed by). The stated bound covers the stalls only; the ordinary sources of
+    error the bar is for remain. An unmarked column keeps the tight bar."""
     note = (flags.get("client") or {}).get("doubtful", {}).get(col) if flags else None
     m = re.search(r"within ±([0-9.]+) %", note or "")
-    return max(bar, float(m.group(1)) / 100) if m else bar
+    return bar + float(m.group(1)) / 100 if m else bar
 
 
 def _truth_by_id(truth):
