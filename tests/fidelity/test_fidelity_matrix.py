@@ -4,6 +4,8 @@ Scenarios cover both APIs, 1–3 tokens per chunk (speculative decoding), server
 per-chunk usage (the tokenizer fallback), no usage at all, a reasoning stream and role-only first chunks.
 Bars (issue 3): total/per-request tok/s and TBT within 1 %; TTFT and prefill within 3 %; avg_active within
 5 % of N; prompt lengths within 0.5 %; over capacity exactly where the KV budget says.
+A column the cell's own self-check marked doubtful (a client stalled on a busy machine) gets the bound the
+cell states added to its bar (docs/metrics.md, expected error).
 """
 
 from __future__ import annotations
