@@ -50,3 +50,15 @@ async def test_tokenizer_total_and_disagreement():
     assert await tokenizer_total(recs, _words) == 4
     assert disagreement({"usage": 100, "tokenizer": 99, "engine": None}) == pytest.approx(0.01)
     assert disagreement({"usage": None, "tokenizer": 5, "engine": None}) is None
+
+
+def test_in_flight_allowance_grows_with_the_time_cut_streams_ran_unread():
+    """A stream the client closed went on generating until the engine noticed: up to its rate times the
+    time from its last read to the counter's read, plus a chunk. A finished stream adds nothing."""
+    from infermatrix.core.measure.reconcile import in_flight_allowance
+
+    cut = RequestRecord(stream_index=0, seq=1, sent=0.0, events=[(1.0 + 0.01 * i, 2) for i in range(101)])  # 200 tok/s
+    done = RequestRecord(stream_index=1, seq=0, sent=0.0, events=[(1.0 + 0.01 * i, 2) for i in range(101)], finish_reason="length")
+    assert in_flight_allowance(2, [cut, done], None) == 4  # no read time: one chunk per stream
+    assert in_flight_allowance(2, [cut, done], 2.0) == 4  # read at the last chunk: nothing more
+    assert in_flight_allowance(2, [cut, done], 2.05) == 4 + 10  # 50 ms unread at 200 tok/s

@@ -150,3 +150,41 @@ async def test_idle_loop_reports_numbers():
         tg.cancel_scope.cancel()
     load = mon.result()
     assert load.samples >= 5 and load.cpu_pct is not None and load.lag_max_ms >= load.lag_p99_ms >= load.lag_p50_ms >= 0
+
+
+def test_one_stall_at_a_first_token_marks_ttft():
+    """N = 1: a median of two TTFTs moves by half a stall the p99 of ~300 ticks never sees; the tick that
+    spans the first-token stamp does."""
+    from infermatrix.core.measure.selfcheck import lag_at_ms, ttft_stamp_lag_ms
+
+    recs = _records(1, 100.0, 0.0, 4.0)
+    recs[0].first_token = 1.0
+    ticks = [(0.01 * i, 0.0005) for i in range(1, 400)] + [(1.25, 0.24)]  # slept 1.0–1.25: stalled 240 ms
+    assert lag_at_ms(ticks, 1.0) == pytest.approx(240.0)
+    assert lag_at_ms(ticks, 2.0) == pytest.approx(0.5)
+    assert ttft_stamp_lag_ms(recs, 0.0, 4.0, ticks) == pytest.approx(240.0)
+    v = client_verdict(1, recs, (0.0, 4.0), window_load=QUIET, ramp_load=QUIET, engine=_engine(100.0, 0.0, 4.0, 1),
+                       ttft_ms=300.0, tbt_ms=10.0, ticks=ticks)
+    assert "ttft_ms" in v.doubtful and v.detail["ttft_lag_bound_ms"] == pytest.approx(240.0)
+    calm = [(e, lag) for e, lag in ticks if lag < 0.1]
+    v = client_verdict(1, recs, (0.0, 4.0), window_load=QUIET, ramp_load=QUIET, engine=_engine(100.0, 0.0, 4.0, 1),
+                       ttft_ms=300.0, tbt_ms=10.0, ticks=calm)
+    assert "ttft_ms" not in v.doubtful
+
+
+def test_one_stall_at_a_requests_last_chunk_marks_the_rate():
+    """A stall that holds the last chunk of one of two requests lengthens its span by the stall."""
+    from infermatrix.core.measure.selfcheck import span_stamp_lag_share
+
+    recs = _records(2, 100.0, 0.0, 4.0)
+    recs[0].events = [(t, n) for t, n in recs[0].events if t <= 1.5]
+    ticks = [(0.01 * i, 0.0005) for i in range(1, 400)] + [(1.5, 0.08)]  # 80 ms stall ending at 1.5
+    share = span_stamp_lag_share(recs, 0.0, 4.0, ticks)
+    assert share == pytest.approx((0.08 + 4 * 0.0005) / (1.5 + 4.0), rel=0.05)
+    v = client_verdict(2, recs, (0.0, 4.0), window_load=QUIET, ramp_load=QUIET, engine=_engine(137.5, 0.0, 4.0, 2),
+                       ttft_ms=300.0, tbt_ms=10.0, ticks=ticks)
+    assert "within ±1.5 %" in v.doubtful["per_request_tps"], v.doubtful
+    calm = [(e, lag) for e, lag in ticks if lag < 0.01]
+    v = client_verdict(2, recs, (0.0, 4.0), window_load=QUIET, ramp_load=QUIET, engine=_engine(137.5, 0.0, 4.0, 2),
+                       ttft_ms=300.0, tbt_ms=10.0, ticks=calm)
+    assert "per_request_tps" not in v.doubtful

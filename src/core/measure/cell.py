@@ -216,7 +216,8 @@ class CellRunner:
         recounted = await recount_chunks(records, count, window_start, window_end) if count is not None else 0
         result = self._result(context_tokens, n, started_at, records, window_start, window_end, ramp_ok, dead)
         after = await self.gauges.read()
-        result.flags["tokens"] = await reconcile_tokens(n, records, before, after, recounted, count)
+        after_at = time.monotonic()  # the counter was read by now: the engine stopped the closed streams before
+        result.flags["tokens"] = await reconcile_tokens(n, records, before, after, recounted, count, after_at)
         result.flags["steady_state"] = None if steady is None else {
             "reached": steady.reached, "engine_max_running": steady.achieved, "waited_s": round(steady.waited_s, 3),
             "engine_metrics": steady.metrics,

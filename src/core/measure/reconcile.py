@@ -17,7 +17,7 @@ import anyio
 
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["recount_chunks", "tokenizer_total", "disagreement", "reconcile_tokens", "RECONCILE_LIMIT"]
+__all__ = ["recount_chunks", "tokenizer_total", "disagreement", "in_flight_allowance", "reconcile_tokens", "RECONCILE_LIMIT"]
 
 RECONCILE_LIMIT = 0.01  # sources further apart than 1 % flag the cell
 CountText = Callable[[str], Awaitable[int]]
@@ -95,6 +95,29 @@ async def tokenizer_total(records: list[RequestRecord], count: CountText, limit:
     return total
 
 
+def in_flight_allowance(concurrency: int, records: list[RequestRecord], after_at: float | None) -> int:
+    """How many more tokens the engine's counter may hold than the client received, in good faith.
+
+    A stream the client closed (the window's end) was not finished by the engine: it went on generating
+    until it noticed the close, and none of that was delivered. Per such stream that is one chunk in
+    flight plus the stream's decode rate times the time from its last chunk read to the counter's read
+    (``after_at``): the engine cannot have noticed later than its counter was read. Without ``after_at``,
+    one chunk per stream.
+    """
+    chunk = max((n for r in records for _, n in r.events), default=1)
+    if after_at is None:
+        return concurrency * chunk
+    tokens, span = 0, 0.0
+    for r in records:
+        if len(r.events) >= 2:
+            tokens += sum(n for _, n in r.events[1:])
+            span += r.events[-1][0] - r.events[0][0]
+    rate = tokens / span if span > 0 else 0.0  # tokens a stream gets per second, token-weighted
+    cut = [r for r in records if r.finish_reason is None and r.events]
+    late = sum(max(0.0, after_at - r.events[-1][0]) for r in cut)
+    return max(concurrency, len(cut)) * chunk + int(rate * late + 0.999)
+
+
 def disagreement(values: dict[str, float | None]) -> float | None:
     """Largest relative gap between any two known sources (relative to the larger)."""
     known = [v for v in values.values() if v is not None]
@@ -105,6 +128,7 @@ def disagreement(values: dict[str, float | None]) -> float | None:
 
 async def reconcile_tokens(
     concurrency: int, records: list[RequestRecord], before: Any, after: Any, recounted: int, count: CountText | None,
+    after_at: float | None = None,
 ) -> dict[str, Any]:
     """Usage deltas vs the tokenizer's count (``count``, or None) vs the engine's generated-tokens
     counter (``before`` / ``after`` gauge reads, or None): ``cells.flags.tokens``."""
@@ -120,9 +144,7 @@ async def reconcile_tokens(
     a = getattr(after, "generated_tokens", None)
     if b is not None and a is not None:
         sources["engine"] = a - b
-        # The engine also counted what it generated for the streams closed at the window's end but never
-        # delivered: at most one chunk per stream. Allow that much before calling the sources apart.
-        in_flight = concurrency * max((n for r in records for _, n in r.events), default=1)
+        in_flight = in_flight_allowance(concurrency, records, after_at)
     client = sources["usage"] if sources["usage"] is not None else sources["tokenizer"]
     compared = dict(sources)
     if compared["engine"] is not None and client is not None and client <= compared["engine"] <= client + in_flight:
