@@ -166,6 +166,7 @@ class CellRunner:
             return any(r.first_token is not None for r in by_stream[i])
 
         ramp_ok = True
+        self._phase("metrics")
         before = await self.gauges.read()
         ramp_monitor, monitor = ClientMonitor(), ClientMonitor()
         gauge_samples: list[GaugeSample] = []
@@ -190,6 +191,7 @@ class CellRunner:
                 ramp_ok = not ramp.cancelled_caught and not dead
                 if ramp_ok:
                     # Steady state: the engine itself runs all N and queues none (when it reports it).
+                    self._phase("steady", time.monotonic() + self.matrix.steady_timeout_s)
                     steady = await self.gauges.wait_steady(n, self.matrix.steady_timeout_s)
                 ramp_watch.cancel_scope.cancel()
             window_start = time.monotonic()
@@ -202,6 +204,7 @@ class CellRunner:
                     await anyio.sleep(self.matrix.duration_s)
                     watchers.cancel_scope.cancel()
             window_end = time.monotonic()
+            self._phase("drain")
             closing = True
             if pool is not None:  # the workers wait for their first tokens the same way, then hand over their records
                 await pool.stop(window_end, self._ttft_wait_bound(records) if ramp_ok else 0.0)

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 from infermatrix.core.contexts import format_context
+from infermatrix.core.run.wallclock import wall_split
 from infermatrix.core.report.data import (
     DASH,
     ReportData,
@@ -236,6 +237,9 @@ def header_sections(d: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
     overhead = run.get("client_overhead_ms")
     if isinstance(overhead, (int, float)):
         runinfo.insert(-2, ("Client overhead", f"{overhead:.1f} ms round trip of an empty request (inside every TTFT, not subtracted)"))
+    split = wall_split(run.get("phase_seconds") if isinstance(run.get("phase_seconds"), dict) else None)
+    if split is not None:
+        runinfo.insert(-2, ("Wall time", split.line()))
     if run.get("source") or run.get("imported_at"):
         imported = f"imported {fmt_time(run['imported_at'])}" if run.get("imported_at") else ""
         runinfo.insert(2, ("Source", " · ".join(x for x in (run.get("source"), imported) if x)))

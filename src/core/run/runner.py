@@ -53,6 +53,7 @@ from infermatrix.core.types import (
 )
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport, down_reason, guarded
 from infermatrix.core.run.steps import Phase, start_up
+from infermatrix.core.run.wallclock import PhaseClock, add_totals
 from rich.console import Console
 
 __all__ = ["RunOutcome", "execute_run", "resolve_capacity", "check_matrix", "known_max_model_len", "WatchedTransport"]
@@ -145,6 +146,7 @@ async def execute_run(
     timeout = httpx.Timeout(connect=m.connect_timeout_s, read=m.idle_timeout_s, write=30, pool=None)
     transport = WatchedTransport(httpx.AsyncHTTPTransport(limits=limits))
     engine: Engine | None = None
+    clock = PhaseClock()  # the run's wall time by phase group, from here to the run's end (core/run/wallclock.py)
 
     async def watch_signals() -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -176,7 +178,7 @@ async def execute_run(
                     return outcome
                 created = True
                 outcome.status = "failed"
-                await _run_matrix(pm, cfg, store, console, engine, client, transport, run_id, todo, outcome)
+                await _run_matrix(pm, cfg, store, console, engine, client, transport, run_id, todo, outcome, clock)
             outcome.status = "interrupted" if work.cancelled_caught else "completed"
         except EngineError as exc:
             outcome.status, outcome.error = "failed", engine.redact(str(exc)) if engine else str(exc)
@@ -199,7 +201,9 @@ async def execute_run(
                         outcome.status = "interrupted"
                     if not engine.attach:
                         console.print(f"  {engine.kind} killed" if sig.hard else f"  stopping {engine.kind} …", highlight=False)
+                    clock.enter("stop")
                     await engine.stop()
+                    _save_phase_seconds(store, run_id, clock)
                     store.finish_run(run_id, outcome.status, error=outcome.error)
                     outcome.hard_stop = sig.hard
         return outcome
@@ -284,11 +288,13 @@ async def _open_run(
 async def _run_matrix(
     pm: pluggy.PluginManager, cfg: RunConfig, store: Store, console: Console, engine: Engine,
     client: httpx.AsyncClient, transport: WatchedTransport, run_id: str,
-    todo: tuple[list[int], list[tuple[int, int]]], outcome: RunOutcome,
+    todo: tuple[list[int], list[tuple[int, int]]], outcome: RunOutcome, clock: PhaseClock,
 ) -> None:
     m = cfg.matrix
     console.print(f"[bold]infermatrix[/] run [cyan]{run_id}[/]: starting {engine.kind} engine" + (f" at {engine.base_url}" if engine.base_url else ""))
+    clock.enter("launch")
     await engine.start()
+    clock.enter("ready")
     await engine.wait_ready(client, cfg.engine.ready_timeout_s)
 
     async def describe(phase: Phase) -> tuple[EngineInfo, str | None, Capacity, Any]:
@@ -302,7 +308,7 @@ async def _run_matrix(
         return info, metrics_text, capacity, tokenizer
 
     # Guarded: an engine that goes away here is restarted (or waited for) and asked again.
-    info, metrics_text, capacity, tokenizer = await start_up(engine, client, transport, console, describe)
+    info, metrics_text, capacity, tokenizer = await start_up(engine, client, transport, console, describe, clock)
     traits = engine.traits
     max_model_len = info.max_model_len or cfg.engine.max_model_len
     workload = pm.hook.make_workload(config=m, tokenizer=tokenizer)
@@ -319,7 +325,11 @@ async def _run_matrix(
     )
     runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops,
                         pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits, watch=transport)  # fmt: skip
-    gauges_state = _record_gauges(store, run_id, runner, traits, await start_up(engine, client, transport, console, lambda phase: runner.gauges.probe()), console)
+    async def probe_gauges(phase: Phase) -> str:
+        phase("gauges")
+        return await runner.gauges.probe()
+
+    gauges_state = _record_gauges(store, run_id, runner, traits, await start_up(engine, client, transport, console, probe_gauges, clock), console)
     gpu = GpuSampler(interval_s=1.0)  # power, clocks, memory, utilisation per GPU, once a second, per cell
     prompts: dict[tuple[int, int], Prompt] = {}
     sources: set[str] = set()  # token sources of the valid cells, for the run's header
@@ -332,11 +342,13 @@ async def _run_matrix(
         return prompts[(ctx, stream)]
 
     async def ensure_up() -> None:
+        phase("health")
         why = await down_reason(engine, client)  # gone between cells: no cell to blame, bring it back first
         if why is not None:
             console.print(f"  [red]{engine.redact(why)}[/] between cells", highlight=False)
             if engine.attach:
                 console.print(f"  waiting up to {cfg.engine.reconnect_timeout_s:g} s for {engine.base_url} to come back …", highlight=False)
+            phase("recover")
             console.print(f"  {await engine.recover(client)}", highlight=False)
 
     async def went_down(why: str) -> tuple[str, dict[str, Any]]:
@@ -361,7 +373,7 @@ async def _run_matrix(
     todo_prefill, todo_cells = todo
     rtts: list[float] = []  # round trips of an empty request: the client's share of every TTFT
     with RunProgress(console, len(todo_prefill) + len(todo_cells)) as progress:
-        phase = Phase(progress.on_phase)  # the phase a step fails in is named in its reason
+        phase = Phase(progress.on_phase, clock)  # the phase a step fails in is named in its reason; the clock times it
         runner.on_tokens, runner.on_phase = progress.on_tokens, phase
         for ctx in todo_prefill:
             label = progress.cell_label(ctx)
@@ -383,13 +395,16 @@ async def _run_matrix(
                                                              status="interrupted", reason="run interrupted during this probe"))  # fmt: skip
                 raise
             redact_result(engine, result)
+            phase("save")
             store.save_prefill(run_id, result)
             detail = f"{result.prompt_tps:,.0f} prompt tok/s, TTFT {result.ttft_ms:,.0f} ms" if result.status == "valid" else (result.reason or "")
             progress.finished(label, result.status, detail)
             if recover:
+                phase("recover")
                 console.print(f"  {await engine.recover(client)}", highlight=False)
             else:
                 judge(result)
+        phase("round trip")
         try:
             await guarded(engine, client, transport, functools.partial(_client_overhead, store, run_id, runner, rtts))
         except (EngineDown, StepFailed):
@@ -399,6 +414,7 @@ async def _run_matrix(
             progress.cell(label)
             recover = None
             gpu_samples: list[Any] = []
+            before = clock.totals()  # the cell's own phases_s: from here to its save
             too_big = over_capacity_reason(ctx, n, m.max_output, capacity, max_model_len, m.prompt_mode)
             if too_big:
                 result = CellResult(context_tokens=ctx, concurrency=n, status="over_capacity", reason=too_big)
@@ -431,6 +447,8 @@ async def _run_matrix(
                         store.save_cell(run_id, partial)
                     raise
             redact_result(engine, result)
+            phase("save")
+            result.flags["phases_s"] = clock.since(before)
             store.save_cell(run_id, result)
             if gpu_samples:
                 save_gpu_samples(store, run_id, ctx, n, gpu_samples)
@@ -443,9 +461,16 @@ async def _run_matrix(
             if runner.gauges.state != gauges_state:  # a metrics page that did not answer at first, known now
                 gauges_state = _record_gauges(store, run_id, runner, traits, runner.gauges.state, None)
             if recover:
+                phase("recover")
                 console.print(f"  {await engine.recover(client)}", highlight=False)
             else:
                 judge(result)
+
+
+def _save_phase_seconds(store: Store, run_id: str, clock: PhaseClock) -> None:
+    """The run's wall time by phase group; a resumed run adds this session's to what is stored."""
+    stored = (store.get_run(run_id) or {}).get("phase_seconds")
+    store.update_run(run_id, phase_seconds=add_totals(stored if isinstance(stored, dict) else None, clock.totals()))
 
 
 def _record_gauges(store: Store, run_id: str, runner: CellRunner, traits: Any, state: str, console: Console | None) -> str:

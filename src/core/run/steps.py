@@ -13,6 +13,7 @@ from rich.console import Console
 
 from infermatrix.core.engine.contract import Engine, EngineError
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport, guarded
+from infermatrix.core.run.wallclock import PhaseClock
 
 __all__ = ["Phase", "start_up", "STARTUP_TRIES"]
 
@@ -22,28 +23,32 @@ STARTUP_TRIES = 3
 
 class Phase:
     """The phase a cell or probe is in (``prompts``, ``warm-up``, ``ramp`` … as the cell reports
-    them), passed on to the progress display; the runner names it in an error's reason."""
+    them), passed on to the progress display; the runner names it in an error's reason, and its
+    :class:`PhaseClock` (``clock``) attributes the wall time to it (core/run/wallclock.py)."""
 
-    def __init__(self, forward: Callable[[str, float | None], None] | None = None):
+    def __init__(self, forward: Callable[[str, float | None], None] | None = None, clock: PhaseClock | None = None):
         self.now = "start-up"
         self.forward = forward
+        self.clock = clock
 
     def __call__(self, name: str, deadline: float | None = None) -> None:
         self.now = name
+        if self.clock is not None:
+            self.clock.enter(name)
         if self.forward is not None:
             self.forward(name, deadline)
 
 
 async def start_up(
     engine: Engine, client: httpx.AsyncClient, transport: WatchedTransport, console: Console,
-    fn: Callable[[Phase], Awaitable[Any]],
+    fn: Callable[[Phase], Awaitable[Any]], clock: PhaseClock | None = None,
 ) -> Any:
     """``fn`` (the start-up steps, naming each in the phase it gets), again after a recovery when the
     engine goes down meanwhile, or after a pause when a step fails with the engine up (at most
     :data:`STARTUP_TRIES` times). Raises :class:`EngineError` when it can't complete."""
     failures = downs = 0
     while True:
-        phase = Phase()
+        phase = Phase(clock=clock)
         try:
             return await guarded(engine, client, transport, functools.partial(fn, phase))
         except EngineDown as down:
@@ -55,6 +60,8 @@ async def start_up(
                 console.print(f"  restarting {engine.kind} …", highlight=False)
             else:
                 console.print(f"  waiting up to {engine.config.reconnect_timeout_s:g} s for {engine.base_url} to come back …", highlight=False)
+            if clock is not None:
+                clock.enter("recover")
             console.print(f"  {await engine.recover(client)}", highlight=False)
         except StepFailed as exc:
             failures += 1

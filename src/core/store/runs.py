@@ -16,9 +16,9 @@ RUN_COLUMNS = (
     "config", "tool_version", "host", "api", "prompt_mode", "token_source", "duration_s", "max_output",
     "max_model_len", "kv_tokens", "max_seqs", "capacity_source", "capacity_detail", "tokenizer",
     "started_at", "finished_at", "status", "error", "notes", "source", "imported_at", "engine_metrics",
-    "client_overhead_ms",
+    "client_overhead_ms", "phase_seconds",
 )
-RUN_JSON_COLUMNS = frozenset({"hardware", "engine_extra", "config", "capacity_detail", "engine_metrics"})
+RUN_JSON_COLUMNS = frozenset({"hardware", "engine_extra", "config", "capacity_detail", "engine_metrics", "phase_seconds"})
 RUN_TIME_COLUMNS = frozenset({"started_at", "finished_at", "imported_at"})
 RUN_STATUSES = ("running", "completed", "interrupted", "failed", "imported")
 
