@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import signal
 import sys
 import time
+from collections import Counter
 from typing import Any, AsyncIterator, Callable
 
 import orjson
@@ -90,6 +92,10 @@ def create_app(profile: SimProfile) -> Starlette:
     async def models(request: Request) -> Response:
         return _json({"object": "list", "data": [model_entry]})
 
+    # Every /tokenize call by what it counted (prompt text or output text, ``add_special_tokens: false``): the
+    # harness's tokenizer traffic, server-side (GET /debug/tokenize; tests check that no text is counted twice).
+    tokenized: Counter[tuple[str, str]] = Counter()
+
     async def tokenize(request: Request) -> Response:
         try:
             body = await _body(request)
@@ -105,6 +111,8 @@ def create_app(profile: SimProfile) -> Starlette:
         except ApiError as exc:
             return _error(exc)
         ids = [tok.token_id(p) for p in pieces]
+        kind = "output" if body.get("add_special_tokens") is False else "prompt"
+        tokenized[(kind, hashlib.blake2b(orjson.dumps(body.get("messages") or body.get("prompt")), digest_size=16).hexdigest())] += 1
         return _json({"count": len(ids), "max_model_len": profile.max_model_len, "tokens": ids, "token_strs": None})
 
     async def metrics(request: Request) -> Response:
@@ -125,6 +133,13 @@ def create_app(profile: SimProfile) -> Starlette:
     async def reset(request: Request) -> Response:
         sched.reset(cache=request.query_params.get("cache") in ("1", "true", "yes"))
         return _json({"ok": True})
+
+    async def tokenize_info(request: Request) -> Response:
+        out: dict[str, Any] = {}
+        for kind in ("prompt", "output"):
+            counts = [n for (k, _), n in tokenized.items() if k == kind]
+            out[kind] = {"calls": sum(counts), "distinct_texts": len(counts), "most_per_text": max(counts, default=0)}
+        return _json(out)
 
     async def profile_info(request: Request) -> Response:
         return _json(profile.model_dump(mode="json"))
@@ -243,6 +258,7 @@ def create_app(profile: SimProfile) -> Starlette:
         Route("/debug/truth", truth, methods=["GET"]),
         Route("/debug/reset", reset, methods=["POST"]),
         Route("/debug/profile", profile_info, methods=["GET"]),
+        Route("/debug/tokenize", tokenize_info, methods=["GET"]),
         Route("/debug/faults", fault_info, methods=["GET", "POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(AuthGuard, faults=faults)])
