@@ -96,6 +96,7 @@ class MatrixConfig(Strict):
     prompt_mode: Literal["distinct", "shared"] = "distinct"
     seed: int = 0
     warmup: bool = True
+    warm_reuse: bool = Field(True, description="skip the warm-up of prompts the engine's KV cache must still hold (docs/metrics.md, Warm-up)")
     warmup_concurrency: int | None = Field(None, gt=0, description="warm-up requests in flight; default: ~32K prompt tokens' worth, at most N")
     ignore_eos: bool = True
     temperature: float = Field(0.0, ge=0, description="sampling temperature of every request; 0 is greedy decoding")

@@ -164,6 +164,7 @@ class Engine(abc.ABC):
         """Ready = ``/health`` answers 200 and ``/v1/models`` answers, within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         last = "no answer"
+        pause = 0.02  # doubling to 0.25 s: a fast engine (the sim: under a second) is not kept waiting a whole poll
         while True:
             if not self.alive():
                 raise EngineError(f"{self.kind} {self.exit_note() or 'exited'} before it was ready{self._tail_note()}")
@@ -184,7 +185,8 @@ class Engine(abc.ABC):
                 raise EngineError(
                     f"{self.kind} at {self.base_url} not ready after {timeout_s:.0f} s ({self.redact(last)}){self._tail_note()}"
                 )
-            await anyio.sleep(0.25)
+            await anyio.sleep(pause)
+            pause = min(0.25, pause * 2)
 
     def _tail_note(self) -> str:
         tail = self.log_tail(12)

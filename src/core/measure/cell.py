@@ -22,6 +22,7 @@ from infermatrix.core.measure.steady import EngineGauges, GaugeSample
 from infermatrix.core.measure.priority import client_priority
 from infermatrix.core.measure.transport import RawClient
 from infermatrix.core.measure.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
+from infermatrix.core.run.warmth import WarmCache
 from infermatrix.core.run.warmup import PrefillRates, warm_prompts
 from infermatrix.core.engine.traits import EngineTraits
 from infermatrix.core.types import CellResult, Prompt, RequestRecord
@@ -52,6 +53,7 @@ class CellRunner:
     traits: EngineTraits = field(default_factory=EngineTraits)  # what the engine offers beyond the OpenAI API
     prefill_rates: PrefillRates = field(default_factory=PrefillRates)  # measured prefill rates: size warm-ups
     watch: Any = None  # the run's WatchedTransport: the raw transport reports its connect failures there too
+    warmth: WarmCache = field(default_factory=lambda: WarmCache(None))  # which prompts are still warm (the run sets kv_tokens)
 
     def __post_init__(self) -> None:
         self.gauges = EngineGauges(self.client, self.base_url, self.headers, self.traits.metrics)
@@ -108,10 +110,14 @@ class CellRunner:
                 await self._close_streams()
 
     async def warm(self, context: int, prompts: list[Prompt]) -> list[RequestRecord]:
-        """Send each prompt once with ``max_tokens = 1`` so the prefix cache holds it (core/run/warmup.py)."""
+        """Send each prompt not still warm once with ``max_tokens = 1`` so the prefix cache holds it
+        (core/run/warmup.py; which are still warm: core/run/warmth.py)."""
         self._phase("warm-up")
-        done, plan = await warm_prompts(self, context, prompts, self.on_phase)
-        self.last_warm_plan = {"concurrency": plan.concurrency, "timeout_s": round(plan.timeout_s, 1)}
+        cold = self.warmth.cold(prompts) if self.matrix.warm_reuse else [True] * len(prompts)
+        done, plan = await warm_prompts(self, context, prompts, self.on_phase, cold)
+        self.warmth.sent(prompts, cold, outputs=len(done))
+        self.last_warm_plan = {"concurrency": plan.concurrency, "timeout_s": round(plan.timeout_s, 1),
+                               "warmed": sum(cold), "still_warm": len(prompts) - sum(cold)}  # fmt: skip
         return done
 
     async def measure(self, context_tokens: int, prompts: list[Prompt]) -> CellResult:
@@ -128,6 +134,8 @@ class CellRunner:
         started_at = time.time()
         self.last_warm_plan = None
         warm_records = await self.warm(context_tokens, prompts) if self.matrix.warmup else []
+        if not self.matrix.warmup:  # sent cold in the ramp instead
+            self.warmth.sent(prompts, self.warmth.cold(prompts))
         self.last_warm = warm_records  # the runner counts failed warm-ups in the cell's accounting
         warm_failures = [r for r in warm_records if r.outcome != "ok"]
         if warm_failures and len(warm_failures) == len(warm_records):
@@ -212,6 +220,8 @@ class CellRunner:
                 await self._await_first_tokens(records, window_end)
             tg.cancel_scope.cancel()  # close every open stream: the server aborts them
         await self._close_streams()
+        # What the cell wrote into the KV cache after its prompts: each request's output, counted at max_output.
+        self.warmth.sent(prompts, [False] * n, outputs=len(records) * self.matrix.max_output)
         samples = [EngineSample(s.t, s.gauges.running, s.gauges.waiting) for s in gauge_samples if s.gauges.running is not None]
 
         count = getattr(self.tokenizer, "count_output", None)

@@ -10,8 +10,16 @@ from infermatrix.core.engine.traits import TokenizeAPI
 __all__ = ["ServerTokenizer", "UsageTokenizer", "pick_tokenizer"]
 
 
+# Counts of generated text kept per run (text -> tokens): greedy decoding repeats the same output for the
+# same prompt restart after restart, and each cell's reconciliation counts every request's text.
+OUTPUT_CACHE_ENTRIES = 4096
+
+
 class ServerTokenizer:
-    """The engine's tokenize endpoint, as its traits describe it. For the chat API the template is applied."""
+    """The engine's tokenize endpoint, as its traits describe it. For the chat API the template is applied.
+
+    Generated text is counted once per distinct text (``count_output`` is cached): a count is a function
+    of the text, and a request to the engine's API server is not free (it serves the streams too)."""
 
     exact = True
 
@@ -21,6 +29,7 @@ class ServerTokenizer:
         self.spec = spec or TokenizeAPI()
         self.source = f"server {self.spec.path}"
         self.calls = 0
+        self._outputs: dict[str, int] = {}
 
     def _body(self, text: str) -> dict:
         if self.api == "chat":
@@ -34,7 +43,14 @@ class ServerTokenizer:
         """Tokens of generated text: no chat template, no special tokens."""
         if not text:
             return 0
-        return await self._post(self.spec.text_body(self.model, text, special_tokens=False))
+        known = self._outputs.get(text)
+        if known is not None:
+            return known
+        n = await self._post(self.spec.text_body(self.model, text, special_tokens=False))
+        if len(self._outputs) >= OUTPUT_CACHE_ENTRIES:
+            self._outputs.pop(next(iter(self._outputs)))  # the oldest: a run's outputs repeat within a cell
+        self._outputs[text] = n
+        return n
 
     async def _post(self, body: dict) -> int:
         self.calls += 1

@@ -54,6 +54,7 @@ from infermatrix.core.types import (
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport, down_reason, guarded
 from infermatrix.core.run.steps import Phase, start_up
 from infermatrix.core.run.wallclock import PhaseClock, add_totals
+from infermatrix.core.run.warmth import WarmCache
 from rich.console import Console
 
 __all__ = ["RunOutcome", "execute_run", "resolve_capacity", "check_matrix", "known_max_model_len", "WatchedTransport"]
@@ -324,7 +325,8 @@ async def _run_matrix(
         f"KV {capacity.kv_tokens if capacity.kv_tokens is not None else 'unlimited'} tokens ({capacity.source})"
     )
     runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops,
-                        pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits, watch=transport)  # fmt: skip
+                        pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits, watch=transport,
+                        warmth=WarmCache(capacity.kv_tokens))  # fmt: skip
     async def probe_gauges(phase: Phase) -> str:
         phase("gauges")
         return await runner.gauges.probe()
@@ -349,6 +351,7 @@ async def _run_matrix(
             if engine.attach:
                 console.print(f"  waiting up to {cfg.engine.reconnect_timeout_s:g} s for {engine.base_url} to come back …", highlight=False)
             phase("recover")
+            runner.warmth.forget()
             console.print(f"  {await engine.recover(client)}", highlight=False)
 
     async def went_down(why: str) -> tuple[str, dict[str, Any]]:
@@ -395,12 +398,14 @@ async def _run_matrix(
                                                              status="interrupted", reason="run interrupted during this probe"))  # fmt: skip
                 raise
             redact_result(engine, result)
+            runner.warmth.wrote(sum((s.prompt_tokens or ctx) + 1 for s in result.samples))
             phase("save")
             store.save_prefill(run_id, result)
             detail = f"{result.prompt_tps:,.0f} prompt tok/s, TTFT {result.ttft_ms:,.0f} ms" if result.status == "valid" else (result.reason or "")
             progress.finished(label, result.status, detail)
             if recover:
                 phase("recover")
+                runner.warmth.forget()
                 console.print(f"  {await engine.recover(client)}", highlight=False)
             else:
                 judge(result)
@@ -462,6 +467,7 @@ async def _run_matrix(
                 gauges_state = _record_gauges(store, run_id, runner, traits, runner.gauges.state, None)
             if recover:
                 phase("recover")
+                runner.warmth.forget()
                 console.print(f"  {await engine.recover(client)}", highlight=False)
             else:
                 judge(result)

@@ -73,18 +73,21 @@ def plan_warmup(context: int, n: int, rate_tps: float | None, idle_timeout_s: fl
 
 async def warm_prompts(
     runner: CellRunner, context: int, prompts: list[Prompt], on_progress: Callable[[str, float | None], None] | None = None,
+    cold: list[bool] | None = None,
 ) -> tuple[list[RequestRecord], WarmupPlan]:
-    """Send each prompt once (bounded, see the module doc); returns every warm-up request and the plan."""
+    """Send each prompt once — each ``cold`` one, when given (core/run/warmth.py) — bounded, see the module
+    doc; returns every warm-up request and the plan."""
     m = runner.matrix
     rates = runner.prefill_rates
     done: list[RequestRecord] = []
-    todo = list(enumerate(prompts))
+    todo = [(i, p) for i, p in enumerate(prompts) if cold is None or cold[i]]
+    total = len(todo)
     t0 = time.monotonic()
 
     def say(plan: WarmupPlan) -> None:
         if on_progress is not None:
             deadline = None if plan.expected_s is None else t0 + plan.expected_s
-            on_progress(f"warm-up {len(done)}/{len(prompts)}", deadline)
+            on_progress(f"warm-up {len(done)}/{total}", deadline)
 
     if rates.rate_for(context) is None and todo:  # measure the rate on the first prompt alone
         i, p = todo.pop(0)
@@ -93,7 +96,7 @@ async def warm_prompts(
         done.append(rec)
         if rec.outcome == "ok" and rec.ttft_s:
             rates.add(context, rec.prompt_tokens or p.tokens, rec.ttft_s)
-    plan = plan_warmup(context, len(prompts), rates.rate_for(context), m.idle_timeout_s, m.warmup_concurrency)
+    plan = plan_warmup(context, max(1, total), rates.rate_for(context), m.idle_timeout_s, m.warmup_concurrency)
     say(plan)
     limit = anyio.Semaphore(plan.concurrency)
 
