@@ -79,10 +79,11 @@ class SimEngine(LaunchedEngine):
         return sim_traits(self.profile)
 
     def command(self) -> list[str]:
-        # The resolved profile travels as a file: the child sees exactly what was validated here.
+        # The resolved profile travels as a file: the child sees exactly what was validated here. The server
+        # module itself, not `infermatrix sim serve`: the command line's imports would delay the engine's start.
         self.profile_path.parent.mkdir(parents=True, exist_ok=True)
         self.profile_path.write_text(json.dumps(self.profile.model_dump(mode="json"), indent=2))
-        return [sys.executable, "-m", "infermatrix", "sim", "serve", "--profile", str(self.profile_path),
+        return [sys.executable, "-m", "infermatrix.plugins.sim.server", "--profile", str(self.profile_path),
                 "--host", self.host, "--port", str(self.port)]  # fmt: skip
 
     def env(self) -> dict[str, str]:
