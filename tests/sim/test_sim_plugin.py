@@ -38,8 +38,8 @@ def test_launch_hook_and_command(tmp_path):
     engine = build_engine(pm, SimEngineConfig(profile="tiny"), tmp_path)
     assert isinstance(engine, SimEngine) and engine.kind == "sim"
     argv = engine.command()
-    assert argv[:5] == [sys.executable, "-m", "infermatrix", "sim", "serve"]
-    assert argv[5:] == ["--profile", str(tmp_path / "sim-profile.json"), "--host", "127.0.0.1", "--port", str(engine.port)]
+    assert argv[:3] == [sys.executable, "-m", "infermatrix.plugins.sim.server"]  # the server module: no CLI imports
+    assert argv[3:] == ["--profile", str(tmp_path / "sim-profile.json"), "--host", "127.0.0.1", "--port", str(engine.port)]
     assert load_profile(str(tmp_path / "sim-profile.json")) == load_profile("tiny")
     assert engine.base_url == f"http://127.0.0.1:{engine.port}"
     renamed = SimEngine(SimEngineConfig(profile="tiny", model="qwen"), tmp_path)
