@@ -3,6 +3,7 @@
 
     .venv/bin/python scripts/bench_client.py                       # readers x 1/32/128/512 streams, workers, ~2 min
     .venv/bin/python scripts/bench_client.py --streams 128 --seconds 3 --matrix   # + a full sim matrix's overhead
+    .venv/bin/python scripts/bench_client.py --matrix --matrix-only                # just the matrix (~75 s)
 
 Against ``scripts/bench_sse_server.py`` (a near-free SSE server in its own process, on loopback), for
 each number of streams and each reader — infermatrix over httpx, infermatrix over the raw asyncio
@@ -13,9 +14,10 @@ transport, and a bare asyncio baseline (split + orjson, no bookkeeping) — in t
 - **paced**: one chunk per stream every 10 ms (N = 512: every 40 ms, the same total), each carrying the
   server's ``time.monotonic_ns()`` when written: the client's stamp minus the server's, p50 / p99;
 - **workers**: 128 flood streams through 1 … cores worker processes: events per wall second;
-- ``--matrix``: a sim matrix through the real command line: the share of its wall time outside
-  measurement windows (warm-ups, ramps, steady-state waits and everything else), then outside windows
-  and warm-up/ramp phases (the harness itself).
+- ``--matrix``: a sim matrix through the real command line: its wall time by phase group as the run
+  stored it (``runs.phase_seconds``) and the harness overhead — the share outside measurement (decode
+  windows, prefill probes) and warm-up (warm-ups, ramps, steady-state waits); docs/metrics.md.
+  ``--matrix-only`` skips the reader figures.
 
 Speed numbers live here, not in tests. Method and results: docs/performance.md.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import socket
 import subprocess
@@ -220,29 +223,36 @@ def workers_table(seconds: float, transport: str) -> dict:
 
 
 def matrix_overhead(config: str) -> dict:
-    """Run a sim matrix through the CLI; split its wall time into windows, pre-window phases and the rest."""
+    """Run a sim matrix through the CLI; its wall time by phase group, as the run stored it (runs.phase_seconds),
+    and the share outside measurement and warm-up (one definition: core/run/wallclock.py, docs/metrics.md)."""
     import duckdb
+
+    from infermatrix.core.run.wallclock import wall_split
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "m.duckdb"
-        t0 = time.time()
+        t0 = time.monotonic()
         proc = subprocess.run([sys.executable, "-m", "infermatrix", "run", config, "--db", str(db)], capture_output=True, text=True)
-        wall = time.time() - t0
+        process_s = time.monotonic() - t0
         if proc.returncode != 0:
             print(proc.stderr[-2000:])
             return {}
-        offset = time.time() - time.monotonic()  # the window is stored in monotonic seconds, system-wide
         con = duckdb.connect(str(db), read_only=True)
-        rows = con.execute("SELECT epoch(started_at), epoch(finished_at), window_start, window_end, measured_s FROM cells WHERE measured_s IS NOT NULL").fetchall()
-    windows = sum(r[4] for r in rows)
-    pre = sum(max(0.0, (ws + offset) - st) for st, _, ws, _, _ in rows)  # warm-up + ramp + steady wait
-    post = sum(max(0.0, fin - (we + offset)) for _, fin, _, we, _ in rows)  # recount, verdict, store
-    rest = wall - windows - pre - post  # process start, engine launch, capacity, prompts, prefill probes, between cells
-    out = {"wall_s": wall, "windows_s": windows, "pre_window_s": pre, "post_window_s": post, "other_s": rest, "cells": len(rows)}
-    print(f"\nmatrix {config}: {len(rows)} measured cells, wall {wall:.1f} s")
-    print(f"  windows {windows:.1f} s; warm-up/ramp/steady {pre:.1f} s; after windows {post:.1f} s; rest {rest:.1f} s")
-    print(f"  outside windows: {100 * (wall - windows) / wall:.1f} %;  outside windows and warm-up/ramp phases: {100 * (post + rest) / wall:.1f} %")
-    return out
+        stored, cells = con.execute("SELECT phase_seconds, (SELECT count(*) FROM cells WHERE measured_s IS NOT NULL) FROM runs").fetchone()
+        con.close()
+    phases = json.loads(stored) if isinstance(stored, str) else stored
+    split = wall_split(phases)
+    if split is None:
+        print(f"\nmatrix {config}: the run stored no phase_seconds")
+        return {}
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\nmatrix {config}: {cells} measured cells; run wall {split.wall_s:.1f} s (the process: {process_s:.1f} s); load average {load}")
+    print("  " + "  ".join(f"{g} {v:.2f}" for g, v in phases.items()))
+    print(f"  {split.line()}")
+    print(f"  harness overhead: {100 * split.overhead_share:.1f} % of the run's wall time outside measurement and warm-up")
+    return {"phase_seconds": phases, "wall_s": split.wall_s, "measurement_s": split.measurement_s, "warmup_s": split.warmup_s,
+            "overhead_s": split.overhead_s, "overhead_share": split.overhead_share, "process_s": process_s, "cells": cells,
+            "loadavg": os.getloadavg()}  # fmt: skip
 
 
 def main() -> None:
@@ -250,12 +260,15 @@ def main() -> None:
     ap.add_argument("--streams", default="1,32,128,512")
     ap.add_argument("--seconds", type=float, default=3.0, help="per reader and N")
     ap.add_argument("--matrix", nargs="?", const=str(ROOT / "configs" / "demo-sim.toml"), default=None, help="also run this matrix config")
+    ap.add_argument("--matrix-only", action="store_true", help="only the matrix (with --matrix): no reader or worker figures")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     streams = [int(s) for s in args.streams.split(",")]
-    print(f"bench_client: {usable_cores()} usable cores; server: scripts/bench_sse_server.py on loopback")
-    figures = {"readers": readers_table(streams, args.seconds), "workers_httpx": workers_table(args.seconds, "httpx"),
-               "workers_raw": workers_table(args.seconds, "raw")}  # fmt: skip
+    figures: dict = {}
+    if not (args.matrix_only and args.matrix):
+        print(f"bench_client: {usable_cores()} usable cores; server: scripts/bench_sse_server.py on loopback")
+        figures = {"readers": readers_table(streams, args.seconds), "workers_httpx": workers_table(args.seconds, "httpx"),
+                   "workers_raw": workers_table(args.seconds, "raw")}  # fmt: skip
     if args.matrix:
         figures["matrix"] = matrix_overhead(args.matrix)
     if args.json:

@@ -51,12 +51,12 @@ def _descendants():
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
-class ModuleSimEngine(SimEngine):
-    """The same server, started through the server module rather than the CLI."""
+class CliSimEngine(SimEngine):
+    """The same server, started through the command line (`infermatrix sim serve`) rather than its module."""
 
     def command(self):
         argv = super().command()
-        return [sys.executable, "-m", "infermatrix.plugins.sim.server", *argv[5:]]
+        return [sys.executable, "-m", "infermatrix", "sim", "serve", *argv[3:]]
 
 
 def _lifecycle(engine_cls, tmp_path):
@@ -86,14 +86,14 @@ def _lifecycle(engine_cls, tmp_path):
 
 @pytest.mark.slow  # starts a process
 def test_start_stop_no_orphan_via_server_module(tmp_path):
-    _lifecycle(ModuleSimEngine, tmp_path)
+    _lifecycle(SimEngine, tmp_path)
 
 
 @pytest.mark.slow  # starts a process
 def test_start_stop_no_orphan_via_cli(tmp_path):
     pytest.importorskip("infermatrix.cli")
-    engine = _lifecycle(SimEngine, tmp_path)
-    assert "serve" in engine.log_path.read_text()
+    engine = _lifecycle(CliSimEngine, tmp_path)
+    assert "sim serve" in engine.log_path.read_text()
 
 
 def test_attach_mode_describes_the_running_server(tiny, tmp_path):
