@@ -63,6 +63,14 @@ class EngineConfig(Strict):
         The default is the config's own field; a kind that knows more before launch (a profile) overrides it."""
         return self.max_model_len
 
+    def known_capacity(self) -> tuple[int | None, int | None, str] | None:
+        """``(kv_tokens, max_seqs, source)`` as known before launch, or ``None`` (only the engine can tell).
+
+        The default is the config's own overrides; a kind that knows more before launch (a profile) overrides it."""
+        if self.kv_tokens is None and self.max_seqs is None:
+            return None
+        return self.kv_tokens, self.max_seqs, "config"
+
     def api_key(self) -> str | None:
         """The key, read from the environment or a file (never stored in config or database)."""
         import os

@@ -33,3 +33,21 @@ def test_cell_detail_of_a_valid_cell_with_unknown_numbers():
 
     r = CellResult(context_tokens=1024, concurrency=1, status="valid", total_tps=480.25, per_request_tps=None, ttft_ms=7.2, tbt_ms=None)
     assert cell_detail(r) == "480.2 tok/s total, —/req, TTFT 7 ms, TBT — ms"
+
+
+def test_capacity_planned_before_launch_from_the_config():
+    from infermatrix.core.config import EngineConfig
+    from infermatrix.core.run.planning import over_capacity_cells
+    from infermatrix.plugins.sim.plugin import SimEngineConfig
+
+    assert EngineConfig(kind="x").known_capacity() is None  # only the engine can tell
+    assert EngineConfig(kind="x", kv_tokens=1000).known_capacity() == (1000, None, "config")
+    # The sim knows its profile's KV budget before launch (demo: 49,152 tokens, 128 sequences) ...
+    kv, seqs, source = SimEngineConfig(profile="demo").known_capacity()
+    assert (kv, seqs, source) == (49_152, 128, "sim profile")
+    cells = [(c, n) for c in (1024, 4096, 8192) for n in (1, 2, 4, 8, 16)]
+    over = over_capacity_cells(cells, 256, Capacity(kv_tokens=kv, max_seqs=seqs), 16384, "distinct")
+    assert over == [(4096, 16), (8192, 8), (8192, 16)]  # what the demo run finds once the engine is up
+    # ... but not an attached server's (only it can tell), unless the config says.
+    assert SimEngineConfig(profile="demo", base_url="http://127.0.0.1:1").known_capacity() is None
+    assert SimEngineConfig(profile="demo", kv_tokens=4096).known_capacity() == (4096, 128, "sim profile")

@@ -184,3 +184,12 @@ def test_one_line_per_measurement_when_narrow(filled):
         assert head in flat
         if c.status == "valid":
             assert f"{head} · {row[4]} tok/s total · {row[5]} per request · TTFT {row[6]} · TBT {row[7]}" in flat
+
+
+def test_header_shows_the_wall_time_split(filled):
+    store, run_id, _, _ = filled
+    assert "Wall time" not in rendered(store, run_id)  # runs stored before the accounting: no line
+    store.update_run(run_id, phase_seconds={"engine": 2.0, "prefill": 3.0, "warm-up": 4.0, "ramp": 1.0, "measure": 60.0, "verdict": 4.0})
+    text = rendered(store, run_id)
+    line = next(ln for ln in text.splitlines() if "Wall time" in ln)
+    assert "85 % measuring, 7 % warm-up, 8.1 % harness overhead (of 74 s)" in line

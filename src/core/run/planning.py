@@ -5,7 +5,7 @@ from __future__ import annotations
 from infermatrix.core.contexts import format_context
 from infermatrix.core.types import Capacity
 
-__all__ = ["over_capacity_reason", "prefill_target"]
+__all__ = ["over_capacity_reason", "prefill_target", "over_capacity_cells"]
 
 
 def over_capacity_reason(
@@ -30,3 +30,10 @@ def prefill_target(context: int, max_model_len: int | None) -> tuple[int, str | 
         target = max_model_len - 1
         return target, f"prompt capped at {target:,} tokens so one output token fits max_model_len {max_model_len:,}"
     return context, None
+
+
+def over_capacity_cells(
+    cells: list[tuple[int, int]], max_output: int, capacity: Capacity, max_model_len: int | None, prompt_mode: str
+) -> list[tuple[int, int]]:
+    """The cells of ``cells`` that can't run on ``capacity`` (the plan shown before launch)."""
+    return [(c, n) for c, n in cells if over_capacity_reason(c, n, max_output, capacity, max_model_len, prompt_mode)]

@@ -33,7 +33,7 @@ from infermatrix.core.measure.cell import CellRunner
 from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.contexts import format_context
 from infermatrix.core.engine.contract import Engine, EngineError, probe_reachable
-from infermatrix.core.run.planning import over_capacity_reason
+from infermatrix.core.run.planning import over_capacity_cells, over_capacity_reason
 from infermatrix.core.run.prefill import probe_prefill, round_trip_ms
 from infermatrix.core.run.progress import RunProgress
 from infermatrix.core.redact import redact_text
@@ -293,6 +293,7 @@ async def _run_matrix(
 ) -> None:
     m = cfg.matrix
     console.print(f"[bold]infermatrix[/] run [cyan]{run_id}[/]: starting {engine.kind} engine" + (f" at {engine.base_url}" if engine.base_url else ""))
+    planned = _plan_before_launch(cfg, todo[1], console)
     clock.enter("launch")
     await engine.start()
     clock.enter("ready")
@@ -324,6 +325,8 @@ async def _run_matrix(
         f"  {info.engine} {info.version or ''} · model {info.model} · max_model_len {max_model_len or '?'} · "
         f"KV {capacity.kv_tokens if capacity.kv_tokens is not None else 'unlimited'} tokens ({capacity.source})"
     )
+    if planned is not None and planned != over_capacity_cells(todo[1], m.max_output, capacity, max_model_len, m.prompt_mode):
+        console.print("  [yellow]the engine's capacity differs from the plan made before launch; its own is used[/]", highlight=False)
     runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops,
                         pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits, watch=transport,
                         warmth=WarmCache(capacity.kv_tokens))  # fmt: skip
@@ -471,6 +474,24 @@ async def _run_matrix(
                 console.print(f"  {await engine.recover(client)}", highlight=False)
             else:
                 judge(result)
+
+
+def _plan_before_launch(cfg: RunConfig, cells: list[tuple[int, int]], console: Console) -> list[tuple[int, int]] | None:
+    """Over-capacity cells as the config alone tells (``known_capacity``), said before the engine starts; the
+    engine's own capacity, read once it is up, decides (resolve_capacity)."""
+    known = cfg.engine.known_capacity()
+    if known is None:
+        return None
+    m = cfg.matrix
+    kv, seqs, source = known
+    limit, _ = known_max_model_len(cfg)
+    over = over_capacity_cells(cells, m.max_output, Capacity(kv_tokens=kv, max_seqs=seqs, source=source), limit, m.prompt_mode)
+    what = f"KV {kv:,} tokens" if kv is not None else "KV unknown"
+    what += f", {seqs} sequences" if seqs is not None else ""
+    listed = ", ".join(f"{format_context(c)}×{n}" for c, n in over) if over else "none"
+    console.print(f"  planned before launch ({what}, {source}): {len(cells) - len(over)} of {len(cells)} cells fit; over capacity: {listed}",
+                  highlight=False)  # fmt: skip
+    return over
 
 
 def _save_phase_seconds(store: Store, run_id: str, clock: PhaseClock) -> None:

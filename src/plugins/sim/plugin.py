@@ -53,6 +53,15 @@ class SimEngineConfig(EngineConfig):
         return load_profile(self.profile).max_model_len
 
 
+    def known_capacity(self) -> tuple[int | None, int | None, str] | None:
+        """The config's overrides, else the profile's KV budget and max sequences (not when attaching)."""
+        if self.base_url:
+            return super().known_capacity()
+        profile = load_profile(self.profile)
+        return (self.kv_tokens if self.kv_tokens is not None else profile.kv_tokens,
+                self.max_seqs if self.max_seqs is not None else profile.max_num_seqs, "sim profile")  # fmt: skip
+
+
 def sim_traits(profile: SimProfile) -> EngineTraits:
     """What a sim server with ``profile`` offers: vLLM's API extensions, its metrics under the profile's names."""
     f = profile.metric_family
