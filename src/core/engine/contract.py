@@ -164,7 +164,7 @@ class Engine(abc.ABC):
         """Ready = ``/health`` answers 200 and ``/v1/models`` answers, within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         last = "no answer"
-        pause = 0.02  # doubling to 0.25 s: a fast engine (the sim: under a second) is not kept waiting a whole poll
+        started = time.monotonic()
         while True:
             if not self.alive():
                 raise EngineError(f"{self.kind} {self.exit_note() or 'exited'} before it was ready{self._tail_note()}")
@@ -185,8 +185,9 @@ class Engine(abc.ABC):
                 raise EngineError(
                     f"{self.kind} at {self.base_url} not ready after {timeout_s:.0f} s ({self.redact(last)}){self._tail_note()}"
                 )
-            await anyio.sleep(pause)
-            pause = min(0.25, pause * 2)
+            # Every 20 ms for the first 2 s (a refused connect costs nothing; the sim is ready in well under a
+            # second and should not wait out a whole poll), then every 0.25 s.
+            await anyio.sleep(0.02 if time.monotonic() - started < 2.0 else 0.25)
 
     def _tail_note(self) -> str:
         tail = self.log_tail(12)

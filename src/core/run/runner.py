@@ -489,8 +489,7 @@ def _plan_before_launch(cfg: RunConfig, cells: list[tuple[int, int]], console: C
     what = f"KV {kv:,} tokens" if kv is not None else "KV unknown"
     what += f", {seqs} sequences" if seqs is not None else ""
     listed = ", ".join(f"{format_context(c)}×{n}" for c, n in over) if over else "none"
-    console.print(f"  planned before launch ({what}, {source}): {len(cells) - len(over)} of {len(cells)} cells fit; over capacity: {listed}",
-                  highlight=False)  # fmt: skip
+    console.print(f"  plan ({what}, {source}): {len(cells) - len(over)} of {len(cells)} cells fit; over capacity: {listed}", highlight=False)
     return over
 
 
