@@ -95,3 +95,11 @@ def test_client_counts_at_a_read_and_over_its_span():
     assert c.read(1.75, took_s=0.5).least == 1  # [1.5, 2.0]: the first one ended at 2.0
     assert c.read(2.5) == InFlight(at=1, least=1, most=1, awaiting_first=1)
     assert c.read(4.0).at == 0
+
+
+def test_a_long_read_is_judged_at_its_stamp_not_its_extremes():
+    # A starved client's /metrics read took long: its span saw 18 to 64 in flight, 49 at its middle, where the
+    # engine's sample is stamped too; the engine ran 23 of them and queued none.
+    reads = [EngineSample(0.0, 23, 0, InFlight(at=49, least=18, most=64, awaiting_first=0))]
+    a = judge_admission(64, True, 23, reads, 0, 0)
+    assert a.client_short and "at most 49 of 64" in a.client_reason

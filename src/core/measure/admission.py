@@ -16,7 +16,7 @@ Without gauges nothing is judged, and the cell's flags say so.
 **Whose shortfall.** The engine can only run what the client sent. Each read of the engine's gauges (the
 steady-state wait's and the window's) is paired with the client's own count of requests in flight at that
 moment (``inflight.py``). When the engine never ran N, the client had fewer than N in flight at *every*
-read (even at the busiest moment of each read), and the engine held nothing back (no requests waiting in
+read (at the read's stamp, as the engine's sample is stamped), and the engine held nothing back (no requests waiting in
 most reads; without a waiting gauge: it ran at least what the client had in flight), the shortfall is the
 client's: ``client_short``, and the cell is ``client_bound``, not ``admission_limited``. A client that had
 N in flight at some read, or an engine that queued what it was sent, leaves the verdict on the engine.
@@ -33,6 +33,7 @@ __all__ = ["RUNNING_FLOOR", "WAITING_SHARE", "EngineSample", "Admission", "judge
 
 RUNNING_FLOOR = 0.95
 WAITING_SHARE = 0.5  # share of window samples with requests waiting that makes a shortfall the engine's
+LAST_READS = 20  # reads kept side by side in cells.flags.client_in_flight.last_reads
 
 
 @dataclass
@@ -116,7 +117,9 @@ def _client_side(n: int, samples: Sequence[EngineSample]) -> dict[str, Any] | No
     paired = [(s, s.client) for s in samples if s.client is not None]
     if not paired:
         return None
-    at_most = max(c.most for _, c in paired)
+    # The client's count at the read's stamp (the middle of the /metrics request), as the engine's sample is
+    # stamped: under a starved client a read can take hundreds of ms, and its span's extremes say little.
+    at_most = max(c.at for _, c in paired)
     waits = [s for s, _ in paired if s.waiting is not None]
     if waits:  # queued what it was sent, in most reads
         held_back = sum(1 for s in waits if s.waiting and s.waiting > 0) / len(waits) >= WAITING_SHARE
@@ -125,6 +128,8 @@ def _client_side(n: int, samples: Sequence[EngineSample]) -> dict[str, Any] | No
     return {
         "at_most": at_most, "mean": round(sum(c.at for _, c in paired) / len(paired), 3),
         "awaiting_first_mean": round(sum(c.awaiting_first for _, c in paired) / len(paired), 3),
-        "reads": len(paired), "short_reads": sum(1 for _, c in paired if c.most < n),
+        "reads": len(paired), "short_reads": sum(1 for _, c in paired if c.at < n),
         "short": at_most < n, "engine_held_back": held_back,
+        # The last reads side by side: [engine running, engine waiting, client in flight, client awaiting a first token].
+        "last_reads": [[s.running, s.waiting, c.at, c.awaiting_first] for s, c in paired[-LAST_READS:]],
     }  # fmt: skip
