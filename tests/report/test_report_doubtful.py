@@ -12,6 +12,7 @@ from rich.console import Console
 from imx_factories import RUN_INFO, make_cell
 from infermatrix.core.report.data import fmt_ms, fmt_tps, load_report
 from infermatrix.core.report.html import render_html
+from infermatrix.core.report.json_report import json_of
 from infermatrix.core.report.layout import DOUBTFUL_MARK, DOUBTFUL_NOTE
 from infermatrix.core.report.markdown import markdown_of
 from infermatrix.core.report.text import render_text
@@ -63,6 +64,7 @@ def test_doubtful_columns_are_marked_explained_and_in_the_view(tmp_path):
         md = markdown_of(load_report(store, run_id))
         assert f"\\{DOUBTFUL_MARK}{fmt_ms(marked.ttft_ms)} TTFT" in md  # escaped: two marks in a cell would strike through
         assert "ms late" in md and "\\~ before a number" in md
+        assert [r["doubtful"] for r in json_of(load_report(store, run_id))["decode"]] == [[], ["tbt_ms", "ttft_ms"]]
         html = render_html(store, run_id)
         assert f"{DOUBTFUL_MARK}{fmt_ms(marked.ttft_ms)} TTFT" in html and escape(TTFT_WHY) in html
     finally:
