@@ -346,8 +346,9 @@ def flag_notes(d: ReportData, r: dict[str, Any]) -> list[str]:
     details = d.details.get((r["context_tokens"], r["concurrency"])) or {}
     flags = details.get("flags") or {}
     out = []
-    client = flags.get("client") if isinstance(flags.get("client"), dict) else {}
-    why = client.get("doubtful") if isinstance(client.get("doubtful"), dict) else {}
+    client = flags.get("client")
+    why = client.get("doubtful") if isinstance(client, dict) else None
+    why = why if isinstance(why, dict) else {}
     for col in sorted(doubtful_columns(r), key=lambda c: list(_DOUBTFUL_NAMES).index(c) if c in _DOUBTFUL_NAMES else 99):
         reason = why.get(col)
         out.append(f"{DOUBTFUL_MARK} {_DOUBTFUL_NAMES.get(col, col)} doubtful" + (f": {reason}" if reason else ""))
