@@ -63,7 +63,7 @@ def test_one_read_with_n_in_flight_is_enough_to_blame_the_engine():
 
 def test_both_short_engine_queueing_stays_admission_limited_and_says_both():
     a = judge_admission(4, True, 2, _paired([(2, 1, 3)] * 5), 0, 0)
-    assert a.limited and not a.client_short and "the client kept at most 3 of 4 in flight" in a.reason
+    assert a.limited and not a.client_short and "ran at most 2 of 4 at once, the client kept at most 3 of 4 in flight" in a.reason
 
 
 def test_without_a_waiting_gauge_the_engine_must_have_run_what_the_client_had():

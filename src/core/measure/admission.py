@@ -85,7 +85,7 @@ def judge_admission(
         if client is not None and client["short"] and not client["engine_held_back"]:
             client_short = True  # the engine ran what it was sent: the client's shortfall, not the engine's
         else:
-            short = f" (the client kept at most {client['at_most']} of {n} in flight)" if client is not None and client["short"] else ""
+            short = f", the client kept at most {client['at_most']} of {n} in flight" if client is not None and client["short"] else ""
             reasons.append(f"the engine ran at most {ran_at_most:g} of {n} at once{short}")
     elif mean is not None and mean < RUNNING_FLOOR * n and (waiting_share or 0) >= WAITING_SHARE:
         reasons.append(f"the engine ran {mean:.1f} of {n} on average and held requests waiting")
@@ -100,7 +100,8 @@ def judge_admission(
     client_reason = None
     if client_short and not reasons and client is not None:
         client_reason = (f"the client kept at most {client['at_most']} of {n} requests in flight when the engine was read "
-                         f"(mean {client['mean']:.1f}); the engine ran all it was sent (at most {ran_at_most:g}, none held waiting)")  # fmt: skip
+                         f"(mean {client['mean']:.1f}); the engine ran what it was sent (at most {ran_at_most:g}"
+                         f"{', nothing waiting in most reads' if client['waiting_known'] else ''})")  # fmt: skip
     return Admission(checked=True, limited=bool(reasons), reason="; ".join(reasons) or None,
                      ran_at_most=ran_at_most, running_mean=mean, waiting_mean=waiting_mean, flags=flags,
                      client_short=client_reason is not None, client_reason=client_reason)  # fmt: skip
@@ -109,7 +110,7 @@ def judge_admission(
 def client_in_flight_flags(n: int, samples: Sequence[EngineSample]) -> dict[str, Any] | None:
     """The client's in-flight figures over the reads that have them (``cells.flags.client_in_flight``)."""
     side = _client_side(n, samples)
-    return None if side is None else {k: v for k, v in side.items() if k != "engine_held_back"}
+    return None if side is None else {k: v for k, v in side.items() if k not in ("engine_held_back", "waiting_known")}
 
 
 def _client_side(n: int, samples: Sequence[EngineSample]) -> dict[str, Any] | None:
@@ -129,7 +130,7 @@ def _client_side(n: int, samples: Sequence[EngineSample]) -> dict[str, Any] | No
         "at_most": at_most, "mean": round(sum(c.at for _, c in paired) / len(paired), 3),
         "awaiting_first_mean": round(sum(c.awaiting_first for _, c in paired) / len(paired), 3),
         "reads": len(paired), "short_reads": sum(1 for _, c in paired if c.at < n),
-        "short": at_most < n, "engine_held_back": held_back,
+        "short": at_most < n, "engine_held_back": held_back, "waiting_known": bool(waits),
         # The last reads side by side: [engine running, engine waiting, client in flight, client awaiting a first token].
         "last_reads": [[s.running, s.waiting, c.at, c.awaiting_first] for s, c in paired[-LAST_READS:]],
     }  # fmt: skip
