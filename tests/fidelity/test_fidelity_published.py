@@ -78,6 +78,11 @@ def test_cold_prefill_ttft_matches_server_receipt_to_first_token(published):
     truth, con = published
     by_id = {r["request_id"]: r for r in truth["requests"] if r.get("request_id")}
     points = con.execute("SELECT context_tokens, ttft_ms, prompt_tps, samples, prompt_tokens FROM prefill_list ORDER BY 1").fetchall()
+    # The run's measured round trip of an empty request: loopback both ways and both event loops, which the
+    # client's TTFT holds and the server's does not (docs/metrics.md: it bounds what remains). On an idle machine
+    # it is well under a millisecond; under load it is what lets a client read 2.6 ms over the server.
+    overhead = con.execute("SELECT client_overhead_ms FROM runs").fetchone()[0]
+    assert overhead is not None and 0 < overhead < 1000
     assert [p[0] for p in points] == list(PREFILL)
     for ctx, ttft, tps, samples, prompt_tokens in points:
         rows = con.execute(
@@ -94,10 +99,9 @@ def test_cold_prefill_ttft_matches_server_receipt_to_first_token(published):
             # writing the headers and the body — seen on this busy machine, 140 ms once — is not server time.)
             server.append((probe["first_token"] - probe["received"]) * 1000.0)
         truth_ms = statistics.median(server[1:])
-        assert abs(ttft - truth_ms) <= max(0.02 * truth_ms, 1.0), (ctx, ttft, truth_ms, [r[1] for r in rows], server)
+        bar = max(0.02 * truth_ms, 1.0)
+        assert -bar <= ttft - truth_ms <= bar + overhead, (ctx, ttft, truth_ms, overhead, [r[1] for r in rows], server)
         assert tps == pytest.approx(prompt_tokens / (ttft / 1000.0))
-    overhead = con.execute("SELECT client_overhead_ms FROM runs").fetchone()[0]
-    assert overhead is not None and 0 < overhead < 1000
 
 
 def test_ttft_populations_and_restarts_waited_for(published):

@@ -52,7 +52,7 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS imported_at TIMESTAMP;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS engine_metrics JSON;
 -- v3: the client's own share of every TTFT — median round trip of an empty request (docs/metrics.md).
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS client_overhead_ms DOUBLE;
--- Added within v3 (nullable, at the end): the run's wall time in seconds by phase group (docs/metrics.md, "Harness overhead").
+-- Added within v4 (nullable, at the end): the run's wall time in seconds by phase group (docs/metrics.md, "Harness overhead").
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS phase_seconds JSON;
 
 CREATE TABLE IF NOT EXISTS prefill (
