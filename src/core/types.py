@@ -104,6 +104,7 @@ class RequestRecord:
     final_usage_tokens: int | None = None  # completion_tokens of the closing usage chunk, if any
     loop: LoopFinding | None = None
     opened: float | None = None  # when the client began the request (before connecting): it is in flight from then
+    written: bool = False  # the last byte was written (``sent`` is that time); False: it never got that far (a pool wait, a refused connect)
 
     @property
     def output_tokens(self) -> int:

@@ -1,6 +1,8 @@
-"""The admission verdict: did the engine run N? From its gauges, never the client's in-flight count."""
+"""The admission verdict: did the engine run N? From its gauges; whose shortfall, from the client's own in-flight count."""
 
 from infermatrix.core.measure.admission import EngineSample, judge_admission
+from infermatrix.core.measure.inflight import ClientCounts, InFlight
+from infermatrix.core.types import RequestRecord
 
 
 def _samples(pairs):
@@ -32,3 +34,72 @@ def test_preemptions_make_a_cell_limited():
 def test_without_gauges_nothing_is_judged_and_flags_say_so():
     a = judge_admission(4, False, None, [], None, None)
     assert not a.checked and not a.limited and a.flags["checked"] is False and "not checked" in a.flags["why"]
+
+
+# ---- whose shortfall: the client's own in-flight count at each read (inflight.py) -------------------------
+
+
+def _paired(triples):
+    """(engine running, engine waiting, client in flight) per read."""
+    return [EngineSample(float(i), r, w, InFlight(at=c, least=c, most=c, awaiting_first=0)) for i, (r, w, c) in enumerate(triples)]
+
+
+def test_client_that_sent_fewer_than_n_makes_the_shortfall_its_own():
+    a = judge_admission(4, True, 2, _paired([(2, 0, 2)] * 5), 0, 0, steady=_paired([(1, 0, 1), (2, 0, 2)]))
+    assert not a.limited and a.client_short
+    assert "the client kept at most 2 of 4" in a.client_reason and a.flags["client_short"] is True
+
+
+def test_client_with_n_in_flight_leaves_the_shortfall_to_the_engine():
+    a = judge_admission(4, True, 2, _paired([(2, 2, 4)] * 5), 0, 0)
+    assert a.limited and not a.client_short and "ran at most 2 of 4" in a.reason and "client kept" not in a.reason
+
+
+def test_one_read_with_n_in_flight_is_enough_to_blame_the_engine():
+    # Conservative: the client is blamed only when it was short at every read.
+    a = judge_admission(4, True, 3, _paired([(3, 0, 3)] * 4 + [(3, 0, 4)]), 0, 0)
+    assert a.limited and not a.client_short
+
+
+def test_both_short_engine_queueing_stays_admission_limited_and_says_both():
+    a = judge_admission(4, True, 2, _paired([(2, 1, 3)] * 5), 0, 0)
+    assert a.limited and not a.client_short and "ran at most 2 of 4 at once, the client kept at most 3 of 4 in flight" in a.reason
+
+
+def test_without_a_waiting_gauge_the_engine_must_have_run_what_the_client_had():
+    ran_all = judge_admission(4, True, 2, _paired([(2, None, 2)] * 4), 0, 0)
+    assert ran_all.client_short and not ran_all.limited
+    ran_less = judge_admission(4, True, 1, _paired([(1, None, 3)] * 4), 0, 0)
+    assert ran_less.limited and not ran_less.client_short
+
+
+def test_preemption_outranks_a_short_client():
+    a = judge_admission(4, True, 2, _paired([(2, 0, 2)] * 4), 1, 3)
+    assert a.limited and not a.client_short and "preempted 2" in a.reason
+
+
+def _rec(sent, first, ended, written=True):
+    return RequestRecord(stream_index=0, seq=0, sent=sent, first_token=first, ended=ended, written=written)
+
+
+def test_client_counts_at_a_read_and_over_its_span():
+    recs = [
+        _rec(0.0, 0.5, 2.0),  # in flight [0, 2), awaiting its first token until 0.5
+        _rec(1.0, None, 3.0),  # never got a first token
+        _rec(1.5, 1.6, 1.8),  # a short one inside the second read's span
+        _rec(0.0, None, 5.0, written=False),  # waited for a connection, sent nothing: never counted
+    ]
+    c = ClientCounts(recs)
+    assert c.read(0.25) == InFlight(at=1, least=1, most=1, awaiting_first=1)
+    assert c.read(1.7, took_s=0.5) == InFlight(at=3, least=2, most=3, awaiting_first=1)  # [1.45, 1.95]: 2 before 1.5, 3 until 1.8
+    assert c.read(1.75, took_s=0.5).least == 1  # [1.5, 2.0]: the first one ended at 2.0
+    assert c.read(2.5) == InFlight(at=1, least=1, most=1, awaiting_first=1)
+    assert c.read(4.0).at == 0
+
+
+def test_a_long_read_is_judged_at_its_stamp_not_its_extremes():
+    # A starved client's /metrics read took long: its span saw 18 to 64 in flight, 49 at its middle, where the
+    # engine's sample is stamped too; the engine ran 23 of them and queued none.
+    reads = [EngineSample(0.0, 23, 0, InFlight(at=49, least=18, most=64, awaiting_first=0))]
+    a = judge_admission(64, True, 23, reads, 0, 0)
+    assert a.client_short and "at most 49 of 64" in a.client_reason

@@ -96,7 +96,8 @@ def test_decode_cells_match_truth(scenario):
         assert rel_err(per_req, t.per_request_tps) < _doubtful_bar(flags, "per_request_tps", 0.01), (
             name, ctx, n, per_req, t.per_request_tps, flags.get("client"))
         assert rel_err(tbt, t.tbt_ms) < _doubtful_bar(flags, "tbt_ms", 0.01), (name, ctx, n, tbt, t.tbt_ms, flags.get("client"))
-        assert abs(active - n) / n < 0.05, (name, ctx, n, active)
+        if not (flags.get("admission") or {}).get("client_short"):  # a client that kept fewer in flight says so, and why
+            assert abs(active - n) / n < 0.05, (name, ctx, n, active)
         # TTFT: the same requests on both sides, joined by X-Request-Id.
         # ttft_ms's population (docs/metrics.md): each stream's opening request and every restart sent before
         # the window closed (their first tokens waited for).

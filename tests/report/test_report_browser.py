@@ -19,6 +19,7 @@ import pytest
 from infermatrix.core.importer import import_page
 from infermatrix.core.report import render_compare_html, render_html
 from infermatrix.core.report.fmt import fmt_ms, fmt_tps, status_label
+from infermatrix.core.report.layout import DOUBTFUL_MARK
 from infermatrix.core.store import Store
 from report_expect import REFERENCE_PAGE
 
@@ -90,9 +91,13 @@ def rows_of(probe: dict, cls: str) -> list[list[str]]:
 
 
 def expected_matrix_cells(store: Store, run_id: str) -> dict[tuple[str, str], str]:
-    cols, rows = store.query("SELECT context_label, concurrency, status, total_tps, ttft_ms FROM decode_matrix WHERE run_id = ?", [run_id])
-    return {(label, str(n)): (f"{fmt_tps(tps)} {fmt_ms(ttft)} TTFT" if status == "valid" else status_label(status))
-            for label, n, status, tps, ttft in rows}
+    cols, rows = store.query("SELECT context_label, concurrency, status, total_tps, ttft_ms, doubtful FROM decode_matrix WHERE run_id = ?", [run_id])
+
+    def mark(col: str, doubtful: list[str] | None) -> str:  # a number the client verdict marked doubtful
+        return DOUBTFUL_MARK if col in (doubtful or []) else ""
+
+    return {(label, str(n)): (f"{mark('total_tps', d)}{fmt_tps(tps)} {mark('ttft_ms', d)}{fmt_ms(ttft)} TTFT" if status == "valid" else status_label(status))
+            for label, n, status, tps, ttft, d in rows}
 
 
 def check_matrix(probe: dict, want: dict[tuple[str, str], str]) -> None:

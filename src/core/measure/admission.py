@@ -12,17 +12,28 @@ engine reports its running / waiting gauges (``EngineTraits.metrics``), a cell i
   waits) never count against the engine.
 
 Without gauges nothing is judged, and the cell's flags say so.
+
+**Whose shortfall.** The engine can only run what the client sent. Each read of the engine's gauges (the
+steady-state wait's and the window's) is paired with the client's own count of requests in flight at that
+moment (``inflight.py``). When the engine never ran N, the client had fewer than N in flight at *every*
+read (at the read's stamp, as the engine's sample is stamped), and the engine held nothing back (no requests waiting in
+most reads; without a waiting gauge: it ran at least what the client had in flight), the shortfall is the
+client's: ``client_short``, and the cell is ``client_bound``, not ``admission_limited``. A client that had
+N in flight at some read, or an engine that queued what it was sent, leaves the verdict on the engine.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
-__all__ = ["RUNNING_FLOOR", "WAITING_SHARE", "EngineSample", "Admission", "judge_admission"]
+from infermatrix.core.measure.inflight import InFlight
+
+__all__ = ["RUNNING_FLOOR", "WAITING_SHARE", "EngineSample", "Admission", "judge_admission", "client_in_flight_flags"]
 
 RUNNING_FLOOR = 0.95
 WAITING_SHARE = 0.5  # share of window samples with requests waiting that makes a shortfall the engine's
+LAST_READS = 20  # reads kept side by side in cells.flags.client_in_flight.last_reads
 
 
 @dataclass
@@ -30,6 +41,7 @@ class EngineSample:
     t: float
     running: float
     waiting: float | None
+    client: InFlight | None = None  # the client's own in-flight count at this read (inflight.py)
 
 
 @dataclass
@@ -40,14 +52,17 @@ class Admission:
     ran_at_most: float | None = None
     running_mean: float | None = None
     waiting_mean: float | None = None  # requests the engine held in its queue, averaged over the window's samples
+    client_short: bool = False  # the engine ran fewer than N because the client sent fewer: client_bound
+    client_reason: str | None = None
     flags: dict[str, Any] = field(default_factory=dict)
 
 
 def judge_admission(
     n: int, gauges_found: bool, steady_best: float | None, samples: list[EngineSample],
-    preemptions_before: float | None, preemptions_after: float | None,
+    preemptions_before: float | None, preemptions_after: float | None, steady: Sequence[EngineSample] = (),
 ) -> Admission:
-    """The verdict, and what it was judged from (stored in ``cells.flags.admission``)."""
+    """The verdict, and what it was judged from (stored in ``cells.flags.admission``). ``samples`` are the
+    window's reads, ``steady`` the steady-state wait's (``steady_best`` is the most running among them)."""
     if not gauges_found or (not samples and steady_best is None):
         why = "engine metrics not found" if not gauges_found else "the engine's running gauge never answered"
         return Admission(checked=False, flags={"checked": False, "why": f"{why}: whether the engine ran {n} at once was not checked"})
@@ -62,19 +77,60 @@ def judge_admission(
         if preemptions_before is not None and preemptions_after is not None else None
     )  # fmt: skip
     reasons = []
+    client = _client_side(n, [*steady, *samples])
+    client_short = False
     if preempted:
         reasons.append(f"the engine preempted {preempted:g} requests during the cell")
     if ran_at_most < n:
-        reasons.append(f"the engine ran at most {ran_at_most:g} of {n} at once")
+        if client is not None and client["short"] and not client["engine_held_back"]:
+            client_short = True  # the engine ran what it was sent: the client's shortfall, not the engine's
+        else:
+            short = f", the client kept at most {client['at_most']} of {n} in flight" if client is not None and client["short"] else ""
+            reasons.append(f"the engine ran at most {ran_at_most:g} of {n} at once{short}")
     elif mean is not None and mean < RUNNING_FLOOR * n and (waiting_share or 0) >= WAITING_SHARE:
         reasons.append(f"the engine ran {mean:.1f} of {n} on average and held requests waiting")
     flags = {
         "checked": True, "ran_at_most": ran_at_most, "running_mean": None if mean is None else round(mean, 3),
         "waiting_share": None if waiting_share is None else round(waiting_share, 3),
         "waiting_mean": None if waiting_mean is None else round(waiting_mean, 3), "samples": len(samples),
-        "preemptions": preempted, "limited": bool(reasons),
+        "preemptions": preempted, "limited": bool(reasons), "client_short": client_short and not reasons,
     }  # fmt: skip
     if reasons and mean is not None:
         reasons[-1] += f" (mean {mean:.1f} running in the window)"
+    client_reason = None
+    if client_short and not reasons and client is not None:
+        client_reason = (f"the client kept at most {client['at_most']} of {n} requests in flight when the engine was read "
+                         f"(mean {client['mean']:.1f}); the engine ran what it was sent (at most {ran_at_most:g}"
+                         f"{', nothing waiting in most reads' if client['waiting_known'] else ''})")  # fmt: skip
     return Admission(checked=True, limited=bool(reasons), reason="; ".join(reasons) or None,
-                     ran_at_most=ran_at_most, running_mean=mean, waiting_mean=waiting_mean, flags=flags)  # fmt: skip
+                     ran_at_most=ran_at_most, running_mean=mean, waiting_mean=waiting_mean, flags=flags,
+                     client_short=client_reason is not None, client_reason=client_reason)  # fmt: skip
+
+
+def client_in_flight_flags(n: int, samples: Sequence[EngineSample]) -> dict[str, Any] | None:
+    """The client's in-flight figures over the reads that have them (``cells.flags.client_in_flight``)."""
+    side = _client_side(n, samples)
+    return None if side is None else {k: v for k, v in side.items() if k not in ("engine_held_back", "waiting_known")}
+
+
+def _client_side(n: int, samples: Sequence[EngineSample]) -> dict[str, Any] | None:
+    """The client's count at the engine's reads, and whether the engine held back any of what it was sent."""
+    paired = [(s, s.client) for s in samples if s.client is not None]
+    if not paired:
+        return None
+    # The client's count at the read's stamp (the middle of the /metrics request), as the engine's sample is
+    # stamped: under a starved client a read can take hundreds of ms, and its span's extremes say little.
+    at_most = max(c.at for _, c in paired)
+    waits = [s for s, _ in paired if s.waiting is not None]
+    if waits:  # queued what it was sent, in most reads
+        held_back = sum(1 for s in waits if s.waiting and s.waiting > 0) / len(waits) >= WAITING_SHARE
+    else:  # no waiting gauge: ran fewer than the client had in flight all through a read, in most reads
+        held_back = sum(1 for s, c in paired if s.running < c.least) / len(paired) >= WAITING_SHARE
+    return {
+        "at_most": at_most, "mean": round(sum(c.at for _, c in paired) / len(paired), 3),
+        "awaiting_first_mean": round(sum(c.awaiting_first for _, c in paired) / len(paired), 3),
+        "reads": len(paired), "short_reads": sum(1 for _, c in paired if c.at < n),
+        "short": at_most < n, "engine_held_back": held_back, "waiting_known": bool(waits),
+        # The last reads side by side: [engine running, engine waiting, client in flight, client awaiting a first token].
+        "last_reads": [[s.running, s.waiting, c.at, c.awaiting_first] for s, c in paired[-LAST_READS:]],
+    }  # fmt: skip

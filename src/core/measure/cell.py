@@ -15,7 +15,8 @@ from infermatrix.core.measure import histograms
 from infermatrix.core.measure.client import encode_body, endpoint_path, request_body, stream_request
 from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
-from infermatrix.core.measure.admission import EngineSample, judge_admission
+from infermatrix.core.measure.admission import EngineSample, client_in_flight_flags, judge_admission
+from infermatrix.core.measure.inflight import ClientCounts
 from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
 from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, worst
 from infermatrix.core.measure.steady import EngineGauges, GaugeSample
@@ -169,6 +170,7 @@ class CellRunner:
         before = await self.gauges.read()
         ramp_monitor, monitor = ClientMonitor(), ClientMonitor()
         gauge_samples: list[GaugeSample] = []
+        steady_samples: list[GaugeSample] = []  # the steady-state wait's reads: the client's count is compared with them too
         steady = None
 
         async with anyio.create_task_group() as tg:
@@ -190,7 +192,7 @@ class CellRunner:
                 ramp_ok = not ramp.cancelled_caught and not dead
                 if ramp_ok:
                     # Steady state: the engine itself runs all N and queues none (when it reports it).
-                    steady = await self.gauges.wait_steady(n, self.matrix.steady_timeout_s)
+                    steady = await self.gauges.wait_steady(n, self.matrix.steady_timeout_s, steady_samples)
                 ramp_watch.cancel_scope.cancel()
             window_start = time.monotonic()
             self._phase("measure", window_start + self.matrix.duration_s)
@@ -209,7 +211,13 @@ class CellRunner:
                 await self._await_first_tokens(records, window_end)
             tg.cancel_scope.cancel()  # close every open stream: the server aborts them
         await self._close_streams()
-        samples = [EngineSample(s.t, s.gauges.running, s.gauges.waiting) for s in gauge_samples if s.gauges.running is not None]
+        # Each read paired with the client's own in-flight count at its moment (every process's records are here by now).
+        counts = ClientCounts(records)
+
+        def paired(reads: list[GaugeSample]) -> list[EngineSample]:
+            return [EngineSample(s.t, s.gauges.running, s.gauges.waiting, counts.read(s.t, s.took_s)) for s in reads if s.gauges.running is not None]
+
+        samples, steady_reads = paired(gauge_samples), paired(steady_samples)
 
         count = getattr(self.tokenizer, "count_output", None)
         # Tokenizer fallback first, so the numbers below are computed once, from the corrected counts.
@@ -225,7 +233,7 @@ class CellRunner:
         result.flags["engine_gauges"] = {"state": self.gauges.state, "failed_reads": self.gauges.failures}
         if self.last_warm_plan is not None:
             result.flags["warmup_plan"] = self.last_warm_plan
-        self._judge_admission(result, steady, samples, before, after)
+        self._judge_admission(result, steady, samples, before, after, steady_reads)
         if self.matrix.check_client and ramp_ok:
             verdict = client_verdict(
                 n, records, (window_start, window_end), window_load=worst([monitor.result(), *(pool.loads if pool else [])]),
@@ -235,6 +243,8 @@ class CellRunner:
             result.flags["client"] = {**verdict.as_dict(), "worker_processes": k}
             if verdict.bound and result.status == "valid":
                 result.status, result.reason = "client_bound", "; ".join(verdict.why)
+            elif verdict.bound and result.flags["admission"].get("client_short"):  # both: say both
+                result.reason = "; ".join([result.reason or "", *verdict.why]).lstrip("; ")
         return result
 
     def _worker_spec(self, context_tokens: int, prompts: list[Prompt]) -> WorkerSpec:
@@ -261,14 +271,18 @@ class CellRunner:
             while pending():
                 await anyio.sleep(0.002)
 
-    def _judge_admission(self, result: CellResult, steady: Any, samples: list[EngineSample], before: Any, after: Any) -> None:
-        """Whether the engine ran N (core/measure/admission.py); ``avg_active`` is the engine's count when it has one."""
+    def _judge_admission(
+        self, result: CellResult, steady: Any, samples: list[EngineSample], before: Any, after: Any, steady_reads: list[EngineSample],
+    ) -> None:
+        """Whether the engine ran N (core/measure/admission.py), and if not whether the client sent fewer;
+        ``avg_active`` is the engine's count when it has one."""
         n = result.concurrency
         verdict = judge_admission(
             n, self.gauges.state == "found", steady.achieved if steady is not None else None, samples,
-            getattr(before, "preemptions", None), getattr(after, "preemptions", None),
+            getattr(before, "preemptions", None), getattr(after, "preemptions", None), steady_reads,
         )  # fmt: skip
         result.flags["admission"] = verdict.flags
+        result.flags["client_in_flight"] = client_in_flight_flags(n, [*steady_reads, *samples])
         result.flags["client_active"] = result.avg_active
         result.flags["avg_active_source"] = "client"
         if verdict.waiting_mean is not None and result.avg_active is not None:
@@ -283,6 +297,8 @@ class CellRunner:
             result.flags["admission_limited"] = True
             if result.status in ("valid", "client_bound"):  # the engine's shortfall outranks the client's pace
                 result.status, result.reason = "admission_limited", verdict.reason
+        elif verdict.client_short and result.status == "valid":  # the engine ran all it was sent: the client sent fewer than N
+            result.status, result.reason = "client_bound", verdict.client_reason
 
     def _failed(self, ctx: int, n: int, started_at: float, failed: list[RequestRecord], why: str) -> CellResult:
         kinds = Counter(r.outcome for r in failed)

@@ -116,6 +116,7 @@ async def stream_request(
         nonlocal connected
         if event.endswith("send_request_body.complete"):
             record.sent = time.monotonic()
+            record.written = True
         elif event.startswith("connection.connect_tcp"):
             connected = True
 

@@ -134,8 +134,9 @@ class EngineGauges:
         self.failures += 1
         self.last_error = why
 
-    async def wait_steady(self, n: int, timeout_s: float) -> SteadyState:
-        """Wait until the engine runs ``n`` requests with none waiting, at most ``timeout_s``.
+    async def wait_steady(self, n: int, timeout_s: float, into: list[GaugeSample] | None = None) -> SteadyState:
+        """Wait until the engine runs ``n`` requests with none waiting, at most ``timeout_s``; every read that
+        answered in time is appended to ``into`` (the client's in-flight count is compared with them).
 
         Reads that fail, or answer later than :data:`SLOW_READ_S`, are unknown and retried until the
         timeout; only an engine with no running gauge at all ends the wait at once (``metrics=False``).
@@ -153,6 +154,8 @@ class EngineGauges:
                 g = None
             if g is not None and g.running is not None:
                 best = g.running if best is None else max(best, g.running)
+                if into is not None and self.last_sample is not None:
+                    into.append(self.last_sample)
                 if g.running >= n and not g.waiting:
                     return SteadyState(reached=True, achieved=g.running, waited_s=time.monotonic() - t0, metrics=True)
             if time.monotonic() - t0 >= timeout_s:

@@ -294,6 +294,7 @@ class RawClient:
         assert conn.transport is not None
         conn.transport.write(req)
         parser.record.sent = time.monotonic()
+        parser.record.written = True
         conn.idle_s = idle_s
         timer = loop.call_later(idle_s, self._check_idle, conn, done)
         try:

@@ -34,6 +34,9 @@ __all__ = [
     "legend_lines",
     "cell_notes",
     "LONG_NOTE",
+    "DOUBTFUL_MARK",
+    "DOUBTFUL_NOTE",
+    "doubtful_columns",
 ]
 
 TITLE = "Speed test matrix"
@@ -52,6 +55,16 @@ LEGEND = {
     "interrupted": "the run was stopped before this measurement finished.",
     "admission_limited": "the engine never ran this many requests at once (its limit on running requests or its KV cache "
     "held the rest back, or it preempted some), so the numbers would describe fewer; the notes say how many ran.",
+}
+# A valid cell's number the client verdict marked doubtful (docs/metrics.md, client verdict): kept, and marked.
+DOUBTFUL_MARK = "~"
+DOUBTFUL_NOTE = (
+    f"{DOUBTFUL_MARK} before a number: the benchmark client's own clock may have moved it by more than the usual "
+    "measurement error (the client was stalled while timing it); the notes say why and by how much."
+)
+_DOUBTFUL_NAMES = {
+    "total_tps": "total tok/s", "per_request_tps": "per request tok/s", "ttft_ms": "TTFT", "tbt_ms": "time between tokens",
+    "itl": "inter-token latency percentiles",
 }
 TTFT_WARM = "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill."
 TTFT_COLD = "TTFT includes prefill: the prompt cache was not warmed before measuring."
@@ -253,12 +266,24 @@ def header_sections(d: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
     return sections
 
 
+def doubtful_columns(row: dict[str, Any] | None) -> set[str]:
+    """The columns of a valid decode_matrix row marked doubtful (its ``doubtful`` column; none for older stores)."""
+    if row is None or row.get("status") != "valid":
+        return set()
+    return set(row.get("doubtful") or ())
+
+
+def _marked(text: str, column: str, doubtful: set[str]) -> str:
+    return f"{DOUBTFUL_MARK}{text}" if column in doubtful and text != DASH else text
+
+
 def matrix_cell(row: dict[str, Any] | None) -> tuple[str, str | None, str]:
     """``(first line, second line or None, status)`` of one decode-matrix cell."""
     if row is None:
         return DASH, None, "missing"
     if row["status"] == "valid":
-        return fmt_tps(row["total_tps"]), f"{fmt_ms(row['ttft_ms'])} TTFT", "valid"
+        m = doubtful_columns(row)
+        return _marked(fmt_tps(row["total_tps"]), "total_tps", m), f"{_marked(fmt_ms(row['ttft_ms']), 'ttft_ms', m)} TTFT", "valid"
     if row["status"] == "admission_limited" and row.get("ran_at_most") is not None:
         return status_label(row["status"]), f"ran at most {row['ran_at_most']:g} of {row['concurrency']}", row["status"]
     return status_label(row["status"]), None, row["status"]
@@ -274,9 +299,11 @@ def long_rows(d: ReportData) -> list[tuple[str, list[str]]]:
             fmt_ms(p["ttft_ms"]), DASH, DASH, (str(p.get("samples") or 1)) if valid else DASH, DASH, DASH,
         ]))
     for r in d.decode:
+        m = doubtful_columns(r)
         out.append((r["status"], [
             "Sustained decode", r["context_label"], str(r["concurrency"]), status_label(r["status"]),
-            fmt_tps(r["total_tps"]), fmt_tps(r["per_request_tps"]), fmt_ms(r["ttft_ms"]), fmt_ms(r["tbt_ms"]),
+            _marked(fmt_tps(r["total_tps"]), "total_tps", m), _marked(fmt_tps(r["per_request_tps"]), "per_request_tps", m),
+            _marked(fmt_ms(r["ttft_ms"]), "ttft_ms", m), _marked(fmt_ms(r["tbt_ms"]), "tbt_ms", m),
             fmt_float1(r["avg_active"]), fmt_int(r["completed"]), fmt_int(r["output_tokens"]),
             fmt_seconds(r["measured_s"]),
         ]))
@@ -287,6 +314,8 @@ def legend_lines(d: ReportData) -> list[str]:
     """What each non-valid status means (only those present), then how TTFT was measured."""
     present = set(d.statuses) | {p["status"] for p in d.prefill}
     lines = [f"{status_label(s)}: {text}" for s, text in LEGEND.items() if s in present]
+    if any(doubtful_columns(r) for r in d.decode):
+        lines.append(DOUBTFUL_NOTE)
     if d.decode:
         warm = d.run.get("config") or {}
         warm = (warm.get("matrix") or {}).get("warmup", True) if isinstance(warm, dict) else True
@@ -317,6 +346,12 @@ def flag_notes(d: ReportData, r: dict[str, Any]) -> list[str]:
     details = d.details.get((r["context_tokens"], r["concurrency"])) or {}
     flags = details.get("flags") or {}
     out = []
+    client = flags.get("client")
+    why = client.get("doubtful") if isinstance(client, dict) else None
+    why = why if isinstance(why, dict) else {}
+    for col in sorted(doubtful_columns(r), key=lambda c: list(_DOUBTFUL_NAMES).index(c) if c in _DOUBTFUL_NAMES else 99):
+        reason = why.get(col)
+        out.append(f"{DOUBTFUL_MARK} {_DOUBTFUL_NAMES.get(col, col)} doubtful" + (f": {reason}" if reason else ""))
     tokens = flags.get("tokens") or {}
     if tokens and tokens.get("agree") is False:
         out.append(f"token counts disagree by {100 * (tokens.get('disagreement') or 0):.1f} % "

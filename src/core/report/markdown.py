@@ -22,10 +22,10 @@ __all__ = ["render_markdown", "markdown_of", "md_table", "md_escape"]
 
 def md_escape(text: str) -> str:
     """Make text safe inside a table cell: a pipe would end the cell, a newline the row, and
-    ``<redacted>`` would vanish as an unknown HTML tag."""
+    ``<redacted>`` would vanish as an unknown HTML tag; two ``~`` (the doubtful mark) would strike through what is between."""
     return (
         text.replace("\\", "\\\\").replace("|", "\\|").replace("&", "&amp;")
-        .replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+        .replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ").replace("~", "\\~")
     )
 
 

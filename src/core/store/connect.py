@@ -19,7 +19,8 @@ __all__ = ["SCHEMA_VERSION", "MEMORY", "connect", "apply_schema", "check_schema"
 # v2: runs.source and runs.imported_at (imported published results, Parquet merges).
 # v3: prefill_samples, cells' TTFT populations and ran_at_most, runs.client_overhead_ms, the
 #     admission_limited status, decode_matrix / prefill_list / engine_comparison gain columns at the end.
-SCHEMA_VERSION = 3
+# v4: decode_matrix.doubtful at the end (the columns the client verdict marked doubtful).
+SCHEMA_VERSION = 4
 MEMORY = ":memory:"
 
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")

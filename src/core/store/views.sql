@@ -64,7 +64,10 @@ SELECT
     -- admission_limited; NULL without engine gauges), and ttft_ms's two populations.
     c.ran_at_most,
     CASE WHEN c.status = 'valid' THEN c.ttft_burst_ms END AS ttft_burst_ms,
-    CASE WHEN c.status = 'valid' THEN c.ttft_restart_ms END AS ttft_restart_ms
+    CASE WHEN c.status = 'valid' THEN c.ttft_restart_ms END AS ttft_restart_ms,
+    -- v4, added at the end: the columns of a valid cell the client verdict marked doubtful (its clock may have
+    -- moved them more than the usual error; why: cells.flags.client.doubtful), sorted; [] none; NULL not judged.
+    CASE WHEN c.status = 'valid' THEN list_sort(json_keys(c.flags, '$.client.doubtful')) END AS doubtful
 FROM cells c
 LEFT JOIN runs r ON r.run_id = c.run_id
 ORDER BY c.run_id, c.context_tokens, c.concurrency;
