@@ -6,13 +6,17 @@ conftest, because several test folders have a conftest of their own.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+import psutil
 
 ROOT = Path(__file__).parents[1]
 
@@ -72,3 +76,34 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
         capture_output=True, text=True, cwd=cwd or ROOT, timeout=timeout,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
     )
+
+
+def processes_mentioning(marker: str) -> list[str]:
+    """Live processes whose command line mentions ``marker`` (a test's tmp dir, a model file), zombies excluded."""
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            if p.info["status"] == psutil.STATUS_ZOMBIE or p.pid == os.getpid():
+                continue
+            cmd = " ".join(p.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if marker in cmd:
+            found.append(f"{p.pid} {cmd[:200]}")
+    return found
+
+
+def row_dict(con: Any, sql: str, *params: Any) -> dict[str, Any]:
+    """The first row of ``sql`` on an open DuckDB connection, by column name."""
+    cur = con.execute(sql, list(params))
+    names = [d[0] for d in cur.description]
+    return dict(zip(names, cur.fetchone()))
+
+
+def as_json(value: Any) -> Any:
+    """A JSON column's value: DuckDB hands JSON back as text."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+# The real command line for a real engine's run: its launch alone can take minutes on two cores.
+engine_cli = functools.partial(run_cli, timeout=600)

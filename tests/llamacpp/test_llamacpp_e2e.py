@@ -5,7 +5,6 @@ llama-server's own /metrics counters; erasing the slots empties their caches."""
 
 from __future__ import annotations
 
-import json
 import secrets
 import subprocess
 import time
@@ -16,6 +15,7 @@ import anyio
 import duckdb
 import httpx
 import pytest
+from imxtest import as_json, row_dict
 from llamacpp_helpers import KEY_VAR, TINY_CONFIG, cli, launch_args, processes_using
 
 from infermatrix.core.config import load_config
@@ -60,16 +60,6 @@ def db(run):
     con.close()
 
 
-def _row(con, sql, *params):
-    cur = con.execute(sql, list(params))
-    names = [d[0] for d in cur.description]
-    return dict(zip(names, cur.fetchone()))
-
-
-def _json(value):
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def test_run_completes_and_stops_every_process(run):
     assert "run id:" in run.proc.stdout
     assert run.left_running == [], f"llama-server still running after the run: {run.left_running}"
@@ -77,22 +67,22 @@ def test_run_completes_and_stops_every_process(run):
 
 
 def test_run_records_what_llama_server_is(run, db):
-    r = _row(db, "SELECT * FROM runs")
+    r = row_dict(db, "SELECT * FROM runs")
     assert (r["engine"], r["model"], r["status"]) == ("llamacpp", "tiny", "completed")
     assert r["engine_version"].startswith("b")  # /props build_info, e.g. b1-abc1234
     assert r["max_model_len"] == 6144  # one slot's n_ctx: with a unified cache, the whole pool
-    extra = _json(r["engine_extra"])
+    extra = as_json(r["engine_extra"])
     assert (extra["total_slots"], extra["slot_n_ctx"], extra["kv_unified"]) == (8, 6144, True)
     assert extra["backend"] == "cpu" and extra["speculative_method"] == "none" and extra["n_vocab"] == 2048
     assert extra["model_source"] == str(run.gguf) and 0 < extra["startup_s"] < 120
     cmd = r["launch_command"]
     assert "--metrics" in cmd and "-np 8" in cmd and "--api-key <redacted>" in cmd
-    metrics = _json(r["engine_metrics"])
+    metrics = as_json(r["engine_metrics"])
     assert metrics["found"] is True and metrics["metrics"]["running"] == "llamacpp:requests_processing"
 
 
 def test_capacity_from_slots_and_the_cells_that_do_not_fit(run, db):
-    r = _row(db, "SELECT kv_tokens, max_seqs, capacity_source FROM runs")
+    r = row_dict(db, "SELECT kv_tokens, max_seqs, capacity_source FROM runs")
     assert (r["kv_tokens"], r["max_seqs"]) == (6144, 8) and "/slots" in r["capacity_source"]
     m = load_config(TINY_CONFIG)["matrix"]
     rows = db.execute("SELECT context_tokens, concurrency, status FROM decode_matrix").fetchall()
@@ -113,7 +103,7 @@ def test_measured_cells_have_numbers_counted_by_the_server(run, db):
         assert source == "usage", (c, n)  # timings.predicted_n in every chunk: the server's own count
         # usage.prompt_tokens comes with a request's last chunk only: none when every request was cut
         assert prompt is None or abs(prompt - c) <= tolerance(c), (c, prompt)
-        tokens = _json(flags)["tokens"]
+        tokens = as_json(flags)["tokens"]
         # the streamed counts against /tokenize's count of the text received; llama-server's token
         # counter moves at request end, so it is not compared per cell (the attached test does it per run)
         assert tokens["usage"] is not None and tokens["tokenizer"] is not None and tokens["agree"], (c, n, tokens)
@@ -190,7 +180,7 @@ def test_attached_run_matches_llama_server_metrics(own_server, tmp_path):
     with duckdb.connect(str(db), read_only=True) as con:
         stored, cut = con.execute("SELECT sum(output_tokens), count(*) FILTER (outcome = 'cancelled') FROM requests").fetchone()
         cells = con.execute("SELECT concurrency, status FROM cells").fetchall()
-        extra = _json(con.execute("SELECT engine_extra FROM runs").fetchone()[0])
+        extra = as_json(con.execute("SELECT engine_extra FROM runs").fetchone()[0])
     assert sorted(n for n, _ in cells) == [1, 4] and all(s in MEASURED for _, s in cells), cells
     # Beyond what was streamed and stored, the server generated one token per warm-up request (N per
     # cell) and per prefill probe, and for each stream cut at a window's end the few tokens it made

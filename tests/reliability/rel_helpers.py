@@ -19,6 +19,7 @@ from typing import Any, Callable
 import duckdb
 import httpx
 import psutil
+from imxtest import processes_mentioning
 
 ROOT = Path(__file__).parents[2]
 PY = sys.executable
@@ -218,21 +219,6 @@ class Sim:
 
 
 # ---- what is left afterwards -----------------------------------------------------------------------
-
-def processes_mentioning(marker: str) -> list[str]:
-    """Live processes whose command line mentions ``marker`` (a test's tmp dir), zombies excluded."""
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline", "status"]):
-        try:
-            if p.info["status"] == psutil.STATUS_ZOMBIE or p.pid == os.getpid():
-                continue
-            cmd = " ".join(p.info["cmdline"] or [])
-        except psutil.Error:
-            continue
-        if marker in cmd:
-            found.append(f"{p.pid} {cmd[:200]}")
-    return found
-
 
 def assert_nothing_left(marker: Path | str, cli: Cli | None = None) -> None:
     """No process of the run is alive: not the CLI's descendants seen while it ran, not anything

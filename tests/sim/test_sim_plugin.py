@@ -80,6 +80,8 @@ def _lifecycle(engine_cls, tmp_path):
     assert info.version.startswith("infermatrix-sim")
     assert info.hardware == {"type": "simulated", "profile": "tiny"}
     assert info.extra["profile"]["kv_tokens"] == 20000
+    # Every launched engine: launch-to-ready seconds and launched, not attached (core LaunchedEngine).
+    assert info.extra["attached"] is False and 0 <= info.extra["startup_s"] <= 30 and engine.startup_s == info.extra["startup_s"]
     assert "sim-profile.json" in engine.launch_command
     return engine
 
@@ -106,6 +108,7 @@ def test_attach_mode_describes_the_running_server(tiny, tmp_path):
             return await engine.describe(client)
 
     info = asyncio.run(go())
+    assert info.extra["attached"] is True and info.extra["startup_s"] is None  # nothing launched: no start-up time
     # the config said demo, but the server runs tiny: describe reports the server's own profile
     assert info.hardware == {"type": "simulated", "profile": "tiny"} and info.model == "sim-tiny"
 

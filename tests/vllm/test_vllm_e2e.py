@@ -3,12 +3,12 @@ shutdown — and a launch that fails or times out says why and leaves nothing ru
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 
 import duckdb
 import pytest
+from imxtest import as_json, row_dict
 from vllm_helpers import KEY_VAR, TINY_CONFIG, cli, launch_args, processes_using
 
 from infermatrix.core.config import load_config
@@ -33,16 +33,6 @@ def db(run):
     con.close()
 
 
-def _row(con, sql, *params):
-    cur = con.execute(sql, list(params))
-    names = [d[0] for d in cur.description]
-    return dict(zip(names, cur.fetchone()))
-
-
-def _json(value):
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def test_run_completes_and_stops_every_process(run):
     assert "run id:" in run.proc.stdout
     assert run.left_running == [], f"vLLM processes still running after the run: {run.left_running}"
@@ -50,10 +40,10 @@ def test_run_completes_and_stops_every_process(run):
 
 
 def test_run_records_what_vllm_is(run, db):
-    r = _row(db, "SELECT * FROM runs")
+    r = row_dict(db, "SELECT * FROM runs")
     assert (r["engine"], r["engine_version"], r["model"], r["status"]) == ("vllm", "0.32.0", "tiny", "completed")
     assert r["max_model_len"] == 4096  # from /v1/models
-    extra, hw = _json(r["engine_extra"]), _json(r["hardware"])
+    extra, hw = as_json(r["engine_extra"]), as_json(r["hardware"])
     assert extra["backend"] == "cpu" and extra["prefix_caching"] is True
     assert extra["tensor_parallel_size"] == 1 and extra["expert_parallel"] is False
     assert (extra["speculative_method"], extra["speculative_tokens"]) == ("none", 0)
@@ -68,8 +58,8 @@ def test_run_records_what_vllm_is(run, db):
 
 
 def test_capacity_from_real_cache_config_info_and_log(run, db):
-    r = _row(db, "SELECT kv_tokens, max_seqs, capacity_source, engine_extra FROM runs")
-    extra = _json(r["engine_extra"])
+    r = row_dict(db, "SELECT kv_tokens, max_seqs, capacity_source, engine_extra FROM runs")
+    extra = as_json(r["engine_extra"])
     assert r["kv_tokens"] == extra["num_gpu_blocks"] * extra["block_size"] == 6144
     assert "cache_config_info" in r["capacity_source"] and r["max_seqs"] == 8
     # the start-up log says the same, so the fallback would have found it too
@@ -80,7 +70,7 @@ def test_capacity_from_real_cache_config_info_and_log(run, db):
 
 def test_over_capacity_cells_are_the_ones_that_do_not_fit(run, db):
     m = load_config(TINY_CONFIG)["matrix"]
-    kv = _row(db, "SELECT kv_tokens FROM runs")["kv_tokens"]
+    kv = row_dict(db, "SELECT kv_tokens FROM runs")["kv_tokens"]
     rows = db.execute("SELECT d.context_tokens, d.concurrency, d.status, c.reason FROM decode_matrix d JOIN cells c USING (run_id, context_tokens, concurrency)").fetchall()
     assert len(rows) == 12
     over = {(c, n) for c, n, s, _ in rows if s == "over_capacity"}

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
+from imxtest import engine_cli, processes_mentioning
 
 ROOT = Path(__file__).parents[2]
 ENV_VAR = "INFERMATRIX_VLLM_PYTHON"
@@ -16,25 +14,9 @@ KEY_VAR = "IMX_VLLM_TEST_KEY"
 TINY_CONFIG = ROOT / "configs" / "vllm-cpu-tiny.toml"
 
 
-def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """``infermatrix …`` as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "infermatrix", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-    )  # fmt: skip
-
-
-def processes_using(marker: str) -> list[str]:
-    """Live processes whose command line mentions ``marker`` (the session's model directory)."""
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline", "status"]):
-        try:
-            cmd = " ".join(p.info["cmdline"] or [])
-            if marker in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
-                found.append(f"{p.info['pid']} {cmd[:120]}")
-        except psutil.Error:
-            continue
-    return found
+# The real command line (a timeout for an engine's launch) and the process check, shared with every test folder.
+cli = engine_cli
+processes_using = processes_mentioning
 
 
 @dataclass

@@ -291,6 +291,10 @@ class LaunchedEngine(Engine):
         self.log_path = workdir / f"{self.kind}.log"
         self.child: ChildProcess | None = None
         self.restarts = 0
+        # Launch to ready, in seconds, of the first launch (a restart's is not the engine's start-up time);
+        # described as ``engine_extra.startup_s``. None when attached.
+        self.startup_s: float | None = None
+        self._launched_at: float | None = None
 
     @abc.abstractmethod
     def command(self) -> list[str]:
@@ -319,11 +323,26 @@ class LaunchedEngine(Engine):
             return
         argv = self.command()
         self.child = ChildProcess(argv, self.log_path, env=self.env(), display=self.launch_command)
+        if self._launched_at is None:
+            self._launched_at = time.monotonic()
         try:
             self.child.start()
         except OSError as exc:  # the program vanished since preflight (or a restart): a failed run, one line
             self.child = None
             raise EngineError(f"cannot start {self.kind}: {missing_executable(argv[0]) or exc.strerror or exc}") from None
+
+    async def wait_ready(self, client: httpx.AsyncClient, timeout_s: float) -> None:
+        await super().wait_ready(client, timeout_s)
+        if self._launched_at is not None and self.startup_s is None:
+            self.startup_s = round(time.monotonic() - self._launched_at, 1)
+
+    async def describe(self, client: httpx.AsyncClient) -> EngineInfo:
+        """The server's own answer, plus what only the launcher knows: whether it attached, and how long
+        the launch took to be ready (``startup_s``)."""
+        info = await super().describe(client)
+        info.extra.setdefault("startup_s", self.startup_s)
+        info.extra.setdefault("attached", self.attach)
+        return info
 
     async def stop(self) -> None:
         child = self.child

@@ -8,7 +8,6 @@ imported here, it is only started as a command and asked over HTTP.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,8 +90,6 @@ class LlamaCppEngine(LaunchedEngine):
     def __init__(self, config: LlamaCppEngineConfig, workdir: Path):
         super().__init__(config, workdir, host=config.host, port=config.port)
         self.config: LlamaCppEngineConfig = config
-        self.started_at: float | None = None
-        self.startup_s: float | None = None
         self.props: dict[str, Any] = {}
         self.slots: list[dict[str, Any]] | None = None
 
@@ -117,17 +114,10 @@ class LlamaCppEngine(LaunchedEngine):
         return dict(self.config.env)
 
     async def start(self) -> None:
-        self.started_at = time.monotonic()
         if not self.attach:
             save = self.config.args.slot_save_path
             Path(expand_path(save) if save else self.workdir / "slots").mkdir(parents=True, exist_ok=True)  # it must exist
         await super().start()
-
-    async def wait_ready(self, client: httpx.AsyncClient, timeout_s: float) -> None:
-        """Ready when ``/health`` answers 200 (503 while the model loads) and ``/v1/models`` answers."""
-        await super().wait_ready(client, timeout_s)
-        if self.started_at is not None and not self.attach and self.startup_s is None:
-            self.startup_s = round(time.monotonic() - self.started_at, 1)
 
     # ---- describing -----------------------------------------------------------------------
 
@@ -165,8 +155,6 @@ class LlamaCppEngine(LaunchedEngine):
             info.max_model_len = slot_ctx if isinstance(slot_ctx, int) else None
         info.extra.update(extra)
         info.extra["model_source"] = expand_path(self.config.model_source) if self.config.model_source and not self.attach else extra.get("model_path")
-        info.extra["startup_s"] = self.startup_s
-        info.extra["attached"] = self.attach
         if not self.attach:
             info.hardware = await anyio.to_thread.run_sync(detect_hardware)
             if info.extra.get("backend") is None:

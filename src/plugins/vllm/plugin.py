@@ -7,7 +7,6 @@ Imports stay light (no vLLM here: it runs in its own environment, started as a c
 from __future__ import annotations
 
 import ipaddress
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -80,8 +79,6 @@ class VllmEngine(LaunchedEngine):
     def __init__(self, config: VllmEngineConfig, workdir: Path):
         super().__init__(config, workdir, host=config.host, port=config.port)
         self.config: VllmEngineConfig = config
-        self.started_at: float | None = None
-        self.startup_s: float | None = None
         self.info: EngineInfo | None = None  # describe()'s answer, which read_capacity reads
 
     # ---- launching ------------------------------------------------------------------------
@@ -104,15 +101,6 @@ class VllmEngine(LaunchedEngine):
     def env(self) -> dict[str, str]:
         return dict(self.config.env)
 
-    async def start(self) -> None:
-        self.started_at = time.monotonic()
-        await super().start()
-
-    async def wait_ready(self, client: httpx.AsyncClient, timeout_s: float) -> None:
-        await super().wait_ready(client, timeout_s)
-        if self.started_at is not None and not self.attach:
-            self.startup_s = round(time.monotonic() - self.started_at, 1)
-
     def log_text(self) -> str:
         if self.attach:
             return ""
@@ -134,8 +122,6 @@ class VllmEngine(LaunchedEngine):
         info.extra.update(describe_vllm(argv, info_labels(metrics, CACHE_CONFIG), log, info.version, self.config))
         source = self.config.model_source
         info.extra["model_source"] = expand_path(source) if source and not self.attach else entry.get("root") or source
-        info.extra["startup_s"] = self.startup_s
-        info.extra["attached"] = self.attach
         if not self.attach or _is_local(self.base_url):
             info.hardware = await anyio.to_thread.run_sync(detect_hardware)
             if info.extra.get("backend") is None:
