@@ -135,7 +135,7 @@ def _resume(pm, resume_id: str, db: str | None, overrides, retry_errors: bool) -
 
 def _preflight(cfg) -> None:
     """Every user mistake that can be found before anything starts (one line, exit 2)."""
-    from infermatrix.core.run.runner import check_matrix
+    from infermatrix.core.run.planning import check_matrix
 
     cfg.engine.api_key()  # a missing key is a user mistake: say so before anything starts
     check_matrix(cfg)

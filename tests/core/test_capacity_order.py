@@ -6,7 +6,7 @@ from __future__ import annotations
 from infermatrix.core.config import validate_config
 from infermatrix.core.hookspecs import hookimpl
 from infermatrix.core.plugins import get_plugin_manager
-from infermatrix.core.run.runner import resolve_capacity
+from infermatrix.core.run.planning import resolve_capacity
 from infermatrix.core.types import Capacity, EngineInfo
 
 OWN = Capacity(kv_tokens=1000, max_seqs=8, source="engine's read_capacity")

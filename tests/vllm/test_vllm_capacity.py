@@ -9,7 +9,7 @@ import pytest
 
 from infermatrix.core.config import validate_config
 from infermatrix.core.plugins import get_plugin_manager
-from infermatrix.core.run.runner import resolve_capacity
+from infermatrix.core.run.planning import resolve_capacity
 from infermatrix.core.types import Capacity, EngineInfo
 from infermatrix.plugins.vllm.plugin import vllm_capacity
 from infermatrix.plugins.vllm.describe import cache_config_labels, kv_tokens_from_log

@@ -1,11 +1,16 @@
-"""Which cells can run: over-capacity planning before anything is sent (DESIGN §2.2)."""
+"""Which cells can run, decided before anything is sent (DESIGN §2.2): the matrix against ``max_model_len``
+before launch, the capacity the run plans with (config, a plugin's estimate, the engine's own answer), and
+over-capacity cells."""
 
 from __future__ import annotations
 
-from infermatrix.core.contexts import format_context
-from infermatrix.core.types import Capacity
+import pluggy
 
-__all__ = ["over_capacity_reason", "prefill_target", "over_capacity_cells"]
+from infermatrix.core.config import ConfigError, RunConfig
+from infermatrix.core.contexts import format_context
+from infermatrix.core.types import Capacity, EngineInfo
+
+__all__ = ["over_capacity_reason", "prefill_target", "over_capacity_cells", "resolve_capacity", "known_max_model_len", "check_matrix"]
 
 
 def over_capacity_reason(
@@ -37,3 +42,53 @@ def over_capacity_cells(
 ) -> list[tuple[int, int]]:
     """The cells of ``cells`` that can't run on ``capacity`` (the plan shown before launch)."""
     return [(c, n) for c, n in cells if over_capacity_reason(c, n, max_output, capacity, max_model_len, prompt_mode)]
+
+
+def resolve_capacity(
+    pm: pluggy.PluginManager, cfg: RunConfig, info: EngineInfo, metrics_text: str | None, own: Capacity | None = None
+) -> Capacity:
+    """Config overrides first, then an ``estimate_capacity`` hook's answer, then the engine's own
+    (``own``: ``Engine.read_capacity``), else unlimited — and say which."""
+    eng = cfg.engine
+    found = pm.hook.estimate_capacity(config=eng, info=info, metrics_text=metrics_text)
+    if found is None:
+        found = own
+    if eng.kv_tokens is not None or eng.max_seqs is not None:
+        return Capacity(
+            kv_tokens=eng.kv_tokens if eng.kv_tokens is not None else (found.kv_tokens if found else None),
+            max_seqs=eng.max_seqs if eng.max_seqs is not None else (found.max_seqs if found else None),
+            source="config",
+        )
+    if found is not None:
+        return found
+    return Capacity(kv_tokens=None, max_seqs=None, source="unknown: assumed unlimited (the engine did not say, nor the config)")
+
+
+def known_max_model_len(cfg: RunConfig) -> tuple[int | None, str]:
+    """``max_model_len`` as known before anything is launched, and where it comes from."""
+    eng = cfg.engine
+    if eng.max_model_len is not None:
+        return eng.max_model_len, "engine.max_model_len"
+    try:
+        value = eng.known_max_model_len()
+    except ConfigError:
+        value = None
+    if value is not None:
+        return value, f"the {eng.kind} engine's configuration"
+    return None, ""
+
+
+def check_matrix(cfg: RunConfig) -> None:
+    """A matrix that can't run, found before launch: a decode row whose prompt plus output exceeds
+    ``max_model_len``. (Prefill rows are capped to fit instead, and said so.)"""
+    limit, source = known_max_model_len(cfg)
+    m = cfg.matrix
+    if limit is None:
+        return
+    bad = [c for c in m.contexts if c + m.max_output > limit]
+    if bad:
+        rows = ", ".join(format_context(c) for c in bad)
+        raise ConfigError(
+            f"matrix.contexts: {rows} + {m.max_output} output tokens exceeds max_model_len {limit} ({source}); "
+            "lower matrix.contexts or matrix.max_output"
+        )

@@ -33,7 +33,7 @@ from infermatrix.core.measure.cell import CellRunner
 from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.contexts import format_context
 from infermatrix.core.engine.contract import Engine, EngineError, probe_reachable
-from infermatrix.core.run.planning import over_capacity_cells, over_capacity_reason
+from infermatrix.core.run.planning import known_max_model_len, over_capacity_cells, over_capacity_reason, resolve_capacity
 from infermatrix.core.run.prefill import probe_prefill, round_trip_ms
 from infermatrix.core.run.progress import RunProgress
 from infermatrix.core.redact import redact_text
@@ -57,7 +57,7 @@ from infermatrix.core.run.wallclock import PhaseClock, add_totals
 from infermatrix.core.run.warmth import WarmCache
 from rich.console import Console
 
-__all__ = ["RunOutcome", "execute_run", "resolve_capacity", "check_matrix", "known_max_model_len", "WatchedTransport"]
+__all__ = ["RunOutcome", "execute_run", "WatchedTransport"]
 
 # The run stops (failed) after this many measured cells/probes in a row in which no request succeeded
 # while the engine kept answering /health: it is rejecting everything (bad key, overloaded, broken).
@@ -72,56 +72,6 @@ class RunOutcome:
     cells: dict[str, int] = field(default_factory=dict)
     hard_stop: bool = False  # a second signal: the engine was killed, the run stopped at once
     nothing_to_do: bool = False  # resume: every cell was already stored
-
-
-def resolve_capacity(
-    pm: pluggy.PluginManager, cfg: RunConfig, info: EngineInfo, metrics_text: str | None, own: Capacity | None = None
-) -> Capacity:
-    """Config overrides first, then an ``estimate_capacity`` hook's answer, then the engine's own
-    (``own``: ``Engine.read_capacity``), else unlimited — and say which."""
-    eng = cfg.engine
-    found = pm.hook.estimate_capacity(config=eng, info=info, metrics_text=metrics_text)
-    if found is None:
-        found = own
-    if eng.kv_tokens is not None or eng.max_seqs is not None:
-        return Capacity(
-            kv_tokens=eng.kv_tokens if eng.kv_tokens is not None else (found.kv_tokens if found else None),
-            max_seqs=eng.max_seqs if eng.max_seqs is not None else (found.max_seqs if found else None),
-            source="config",
-        )
-    if found is not None:
-        return found
-    return Capacity(kv_tokens=None, max_seqs=None, source="unknown: assumed unlimited (the engine did not say, nor the config)")
-
-
-def known_max_model_len(cfg: RunConfig) -> tuple[int | None, str]:
-    """``max_model_len`` as known before anything is launched, and where it comes from."""
-    eng = cfg.engine
-    if eng.max_model_len is not None:
-        return eng.max_model_len, "engine.max_model_len"
-    try:
-        value = eng.known_max_model_len()
-    except ConfigError:
-        value = None
-    if value is not None:
-        return value, f"the {eng.kind} engine's configuration"
-    return None, ""
-
-
-def check_matrix(cfg: RunConfig) -> None:
-    """A matrix that can't run, found before launch: a decode row whose prompt plus output exceeds
-    ``max_model_len``. (Prefill rows are capped to fit instead, and said so.)"""
-    limit, source = known_max_model_len(cfg)
-    m = cfg.matrix
-    if limit is None:
-        return
-    bad = [c for c in m.contexts if c + m.max_output > limit]
-    if bad:
-        rows = ", ".join(format_context(c) for c in bad)
-        raise ConfigError(
-            f"matrix.contexts: {rows} + {m.max_output} output tokens exceeds max_model_len {limit} ({source}); "
-            "lower matrix.contexts or matrix.max_output"
-        )
 
 
 @dataclass

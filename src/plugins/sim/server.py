@@ -29,7 +29,8 @@ from infermatrix.plugins.sim.api import ApiError, GenRequest, Shapes, check_mess
 from infermatrix.plugins.sim.faults import AuthGuard, FaultState, SimFaults
 from infermatrix.plugins.sim.metrics import CONTENT_TYPE, render_metrics
 from infermatrix.plugins.sim.profile import SimProfile, load_profile
-from infermatrix.plugins.sim.scheduler import SHUTDOWN, Scheduler, Seq
+from infermatrix.plugins.sim.scheduler import SHUTDOWN, Scheduler
+from infermatrix.plugins.sim.seq import Seq
 
 __all__ = ["create_app", "serve", "main"]
 
