@@ -47,3 +47,15 @@ def test_restart_forgets():
     w.sent([p("a")])
     w.forget()
     assert w.cold([p("a")]) == [True]
+
+
+def test_a_prompt_the_engine_did_not_answer_is_warmed_again():
+    """A rejected or failed send holds nothing in the cache: the next cell warms it, even with room to spare."""
+    w = WarmCache(100_000)
+    a, b = p("a"), p("b")
+    w.sent([a], [True], outputs=0, answered=[False])  # a's warm-up failed (HTTP 503)
+    assert w.cold([a, b]) == [True, True]
+    w.sent([a, b], [True, True], outputs=1, answered=[True, False])
+    assert w.cold([a, b]) == [False, True]
+    w.sent([a, b], [False, True], outputs=10, answered=[False, True])  # the window: a's stream never got a first token
+    assert w.cold([a, b]) == [True, False]

@@ -158,10 +158,16 @@ class Cli:
                     cmd = p.cmdline()
                 except psutil.Error:
                     continue
-                if "sim" in cmd and "--port" in cmd:
+                if "--port" in cmd and is_sim(cmd):
                     return int(cmd[cmd.index("--port") + 1])
             return None
         return self.wait_for(port, "the engine process")
+
+
+def is_sim(cmdline: list[str]) -> bool:
+    """A sim server's command line: ``python -m infermatrix.plugins.sim.server …`` (how the sim engine is
+    launched) or ``infermatrix sim serve …``."""
+    return any(a == "sim" or a.startswith("infermatrix.plugins.sim") for a in cmdline)
 
 
 def running_requests(port: int) -> float:

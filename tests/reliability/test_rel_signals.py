@@ -8,7 +8,7 @@ import signal
 import time
 
 import psutil
-from rel_helpers import Cli, assert_nothing_left, cells, processes_mentioning, query, run_cli, run_row, running_requests, sim_config, write_profile
+from rel_helpers import Cli, assert_nothing_left, cells, is_sim, processes_mentioning, query, run_cli, run_row, running_requests, sim_config, write_profile
 
 pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
 
@@ -97,7 +97,7 @@ def test_kill_9_leaves_no_engine_and_resume_finishes(tmp_path):
     # dies), the finished cell is in the database, and resume picks the run up.
     db = tmp_path / "r.duckdb"
     cli = _mid_second_cell(tmp_path, write_profile(tmp_path / "p.json"), db)
-    engine = [p for p in cli.descendants() if "sim" in p.cmdline()]
+    engine = [p for p in cli.descendants() if is_sim(p.cmdline())]
     assert engine
     cli.signal(signal.SIGKILL)
     assert cli.wait(10) == -signal.SIGKILL

@@ -116,7 +116,8 @@ class CellRunner:
         self._phase("warm-up")
         cold = self.warmth.cold(prompts) if self.matrix.warm_reuse else [True] * len(prompts)
         done, plan = await warm_prompts(self, context, prompts, self.on_phase, cold)
-        self.warmth.sent(prompts, cold, outputs=len(done))
+        answered = {r.stream_index for r in done if r.first_token is not None}  # warm-ups are sent by prompt index
+        self.warmth.sent(prompts, cold, outputs=len(done), answered=[not c or i in answered for i, c in enumerate(cold)])
         self.last_warm_plan = {"concurrency": plan.concurrency, "timeout_s": round(plan.timeout_s, 1),
                                "warmed": sum(cold), "still_warm": len(prompts) - sum(cold)}  # fmt: skip
         return done
@@ -223,7 +224,8 @@ class CellRunner:
             tg.cancel_scope.cancel()  # close every open stream: the server aborts them
         await self._close_streams()
         # What the cell wrote into the KV cache after its prompts: each request's output, counted at max_output.
-        self.warmth.sent(prompts, [False] * n, outputs=len(records) * self.matrix.max_output)
+        answered = {r.stream_index for r in records if r.first_token is not None}
+        self.warmth.sent(prompts, [False] * n, outputs=len(records) * self.matrix.max_output, answered=[i in answered for i in range(n)])
         # Each read paired with the client's own in-flight count at its moment (every process's records are here by now).
         counts = ClientCounts(records)
 

@@ -55,14 +55,25 @@ class WarmCache:
         """Tokens written by requests whose prompts are never sent again (cold prefill probes)."""
         self.written += tokens
 
-    def sent(self, prompts: Iterable[Prompt], cold: Iterable[bool] | None = None, outputs: int = 0) -> None:
+    def sent(
+        self, prompts: Iterable[Prompt], cold: Iterable[bool] | None = None, outputs: int = 0, answered: Iterable[bool] | None = None,
+    ) -> None:
         """``prompts`` were sent (the ``cold`` ones written anew, all of them touched), then ``outputs``
-        tokens generated: a warm-up, a cell, or a prefill probe (``outputs`` = its one token)."""
+        tokens generated: a warm-up, a cell, or a prefill probe (``outputs`` = its one token).
+
+        ``answered`` (default: all) says, per prompt, whether the engine produced a first token for it: only
+        then is its prefix known to be in the cache. An unanswered one (rejected, failed, cut off) is forgotten,
+        so it is warmed again before it is measured; its tokens still count as written (conservative)."""
         prompts = list(prompts)
         flags = list(cold) if cold is not None else [True] * len(prompts)
+        oks = list(answered) if answered is not None else [True] * len(prompts)
         for p, was_cold in zip(prompts, flags):
             if was_cold:
                 self.written += p.tokens
+        held = {p.text for p, ok in zip(prompts, oks) if ok}  # a shared prompt is held if any send of it was answered
         for p in prompts:
-            self._last[p.text] = self.written
+            if p.text in held:
+                self._last[p.text] = self.written
+            else:
+                self._last.pop(p.text, None)
         self.written += outputs
