@@ -85,3 +85,22 @@ def test_chat_deltas_and_role_chunk():
     p.feed([think, say], 2)
     p.close()
     assert rec.events == [(2e-9, 1), (2e-9, 2)] and rec.text == " hm hi" and rec.first_token == 2e-9
+
+
+def test_a_counted_token_with_no_text_yet_is_the_first_token():
+    """A prefill probe's one token may decode to no text (part of a UTF-8 character): the server's count says a
+    token came, so that chunk is the first token; a role-only chunk counting nothing still is not."""
+    rec = RequestRecord(stream_index=0, seq=0, sent=0.0)
+    p = ChunkParser(rec)
+    role = b'{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":{"completion_tokens":0}}'
+    p.feed([role], 1)
+    assert rec.first_token is None
+    p.feed([_chunk(1, "", "length")[6:-2]], 3)
+    p.close()
+    assert rec.first_token == 3e-9 and rec.events == [(3e-9, 1)] and rec.text == ""
+    # Without a server count an empty chunk says nothing: no first token.
+    rec2 = RequestRecord(stream_index=0, seq=0, sent=0.0)
+    q = ChunkParser(rec2)
+    q.feed([_chunk(0, "", usage=False)[6:-2]], 4)
+    q.close()
+    assert rec2.first_token is None and rec2.events == []

@@ -127,13 +127,14 @@ class ChunkParser:
                 # usage count, so the next usage delta does not count it a second time.
                 self.prev_cum += n
                 rec.token_source = "chunks"
-            if text:
-                if self.first_ns is None:
-                    self.first_ns = t_ns
-                    rec.first_token = t_ns / 1e9  # set live: the ramp waits for every stream's first token
-                if self.keep_text:
-                    self.parts.append(text)
-                    self.chars += len(text)
+            # The first token: visible text, or a chunk the server counts a generated token in although it shows
+            # no text yet (a token that decodes to part of a UTF-8 character, or to nothing: docs/metrics.md).
+            if self.first_ns is None and (text or (cum is not None and n > 0)):
+                self.first_ns = t_ns
+                rec.first_token = t_ns / 1e9  # set live: the ramp waits for every stream's first token
+            if text and self.keep_text:
+                self.parts.append(text)
+                self.chars += len(text)
             if n > 0:
                 self.ts.append(t_ns)
                 self.ns.append(n)

@@ -64,7 +64,7 @@ async def probe_prefill(runner: CellRunner, workload: Any, ctx: int, max_model_l
             sample_no=i, throwaway=i == 0, request_id=runner.request_id("prefill", prompt.tokens, 1, 0, i),
             prompt_tokens=rec.prompt_tokens if rec.prompt_tokens is not None else prompt.tokens,
             ttft_ms=rec.ttft_s * 1000.0 if ok and rec.ttft_s is not None else None, sent=rec.sent, first_token=rec.first_token,
-            outcome=rec.outcome if ok else (rec.error or rec.outcome or "no first token"),
+            outcome=rec.outcome if ok else (rec.error or ("no first token" if rec.outcome in ("ok", None) else rec.outcome)),
         ))  # fmt: skip
         if not ok:
             break  # a failed probe: the point is an error, no need to send the rest
