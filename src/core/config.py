@@ -107,6 +107,7 @@ class MatrixConfig(Strict):
     warm_reuse: bool = Field(True, description="skip the warm-up of prompts the engine's KV cache must still hold (docs/metrics.md, Warm-up)")
     warmup_concurrency: int | None = Field(None, gt=0, description="warm-up requests in flight; default: ~32K prompt tokens' worth, at most N")
     ignore_eos: bool = True
+    stagger: bool = Field(True, description="shorten each stream's first request so the N streams' ends spread over one generation (docs/metrics.md, Staggered phases)")
     temperature: float = Field(0.0, ge=0, description="sampling temperature of every request; 0 is greedy decoding")
     prefill_samples: int = Field(3, ge=1, description="cold probes per prefill point (after one throwaway); the point is their median")
     connect_timeout_s: float = Field(10.0, gt=0)
@@ -114,7 +115,9 @@ class MatrixConfig(Strict):
     ramp_timeout_s: float = Field(600.0, gt=0, description="longest wait for every stream's first token")
     steady_timeout_s: float = Field(10.0, ge=0, description="longest wait, after that, for the engine to report N running and 0 waiting")
     check_client: bool = Field(True, description="judge whether the client kept up (docs/metrics.md, client verdict); flag cells it could not")
-    transport: Literal["httpx", "raw"] = Field("httpx", description="how streams are read: httpx, or the raw asyncio HTTP/1.1 reader (docs/performance.md)")
+    transport: Literal["auto", "httpx", "raw"] = Field(
+        "auto", description="how streams are read: the raw asyncio HTTP/1.1 reader, httpx, or auto: raw unless a proxy, URL credentials or the scheme need httpx (docs/performance.md)",
+    )
     client_workers: int = Field(0, ge=0, description="worker processes for cells above client_workers_above streams; 0: sized from the cores")
     client_workers_above: int = Field(256, ge=1, description="cells with more streams than this are spread over worker processes")
     client_nice: int | None = Field(None, ge=-20, le=19, description="the client's nice value while a cell runs (e.g. -10 when the engine shares its cores; needs privilege); unset: unchanged")

@@ -105,6 +105,7 @@ class RequestRecord:
     loop: LoopFinding | None = None
     opened: float | None = None  # when the client began the request (before connecting): it is in flight from then
     written: bool = False  # the last byte was written (``sent`` is that time); False: it never got that far (a pool wait, a refused connect)
+    staggered: bool = False  # a stream's first request, shortened so the streams' ends spread out (measure/stagger.py)
 
     @property
     def output_tokens(self) -> int:

@@ -16,12 +16,15 @@ from infermatrix.core.measure.client import encode_body, endpoint_path, request_
 from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
 from infermatrix.core.measure.admission import EngineSample, client_in_flight_flags, judge_admission
+from infermatrix.core.measure.batch import window_batch
 from infermatrix.core.measure.inflight import ClientCounts
 from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
 from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, worst
+from infermatrix.core.measure.stagger import first_max_tokens
 from infermatrix.core.measure.steady import EngineGauges, GaugeSample
 from infermatrix.core.measure.priority import client_priority
 from infermatrix.core.measure.transport import RawClient
+from infermatrix.core.measure.transport_choice import choose_transport
 from infermatrix.core.measure.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
 from infermatrix.core.run.warmth import WarmCache
 from infermatrix.core.run.warmup import PrefillRates, warm_prompts
@@ -59,9 +62,10 @@ class CellRunner:
     def __post_init__(self) -> None:
         self.gauges = EngineGauges(self.client, self.base_url, self.headers, self.traits.metrics)
         self.last_warm_plan: dict[str, float] | None = None  # the last cell's warm-up sizing, for its flags
-        # Streams go through httpx (the default) or the raw asyncio reader (matrix.transport = "raw", docs/performance.md).
+        # Streams go through the raw asyncio reader or httpx: matrix.transport, "auto" by default (transport_choice.py).
+        self.transport = choose_transport(self.matrix.transport, self.base_url)
         self.streams: Any = self.client
-        if self.matrix.transport == "raw":
+        if self.transport.used == "raw":
             self.streams = RawClient(connect_timeout_s=self.matrix.connect_timeout_s, idle_timeout_s=self.matrix.idle_timeout_s, watch=self.watch)
 
     async def _close_streams(self) -> None:
@@ -153,11 +157,13 @@ class CellRunner:
 
         async def worker(i: int) -> None:
             body = encode_body(self._body(prompts[i], self.matrix.max_output))  # encoded once for every restart of this stream
+            first = self._first_body(prompts[i], i, n)  # staggered phases (measure/stagger.py); None: the same as the rest
 
             async def send(rec: RequestRecord) -> RequestRecord:
                 rid = self.request_id("decode", context_tokens, n, i, rec.seq)
-                return await stream_request(self.streams, self.url, body, rec, headers=self._headers(rid), on_tokens=self.on_tokens,
-                                        count_path=count_path)  # fmt: skip
+                rec.staggered = first is not None and rec.seq == 0
+                return await stream_request(self.streams, self.url, first if rec.staggered else body, rec, headers=self._headers(rid),
+                                            on_tokens=self.on_tokens, count_path=count_path)  # fmt: skip
 
             def begin(rec: RequestRecord) -> None:
                 records.append(rec)
@@ -215,6 +221,8 @@ class CellRunner:
                     await anyio.sleep(self.matrix.duration_s)
                     watchers.cancel_scope.cancel()
             window_end = time.monotonic()
+            if ramp_ok:  # the window's end edge, read before any stream stops (measure/batch.py)
+                await self.gauges.edge_read(gauge_samples)
             self._phase("drain")
             closing = True
             if pool is not None:  # the workers wait for their first tokens the same way, then hand over their records
@@ -249,11 +257,15 @@ class CellRunner:
         if self.last_warm_plan is not None:
             result.flags["warmup_plan"] = self.last_warm_plan
         self._judge_admission(result, steady, samples, before, after, steady_reads)
+        batch = window_batch(gauge_samples, counts, window_start, window_end)
+        result.flags["batch"] = None if batch is None else batch.as_dict()
+        result.flags["transport"] = self.transport.as_dict()
         if self.matrix.check_client and ramp_ok:
             verdict = client_verdict(
                 n, records, (window_start, window_end), window_load=worst([monitor.result(), *(pool.loads if pool else [])]),
                 ramp_load=ramp_monitor.result(), engine=gauge_samples, ttft_ms=result.ttft_ms, tbt_ms=result.tbt_ms,
-                ticks=[*ramp_monitor.ticks, *monitor.ticks, *(pool.ticks if pool else [])],
+                ticks=[*ramp_monitor.ticks, *monitor.ticks, *(pool.ticks if pool else [])], batch=batch,
+                client_active=result.flags.get("client_active"),
             )
             result.flags["client"] = {**verdict.as_dict(), "worker_processes": k}
             if verdict.bound and result.status == "valid":
@@ -262,13 +274,20 @@ class CellRunner:
                 result.reason = "; ".join([result.reason or "", *verdict.why]).lstrip("; ")
         return result
 
+    def _first_body(self, prompt: Prompt, i: int, n: int) -> bytes | None:
+        """Stream ``i``'s first request, shortened so the streams' ends spread out (measure/stagger.py); None when
+        it is as long as every other."""
+        k = first_max_tokens(i, n, self.matrix.max_output, self.matrix.stagger)
+        return encode_body(self._body(prompt, k)) if k < self.matrix.max_output else None
+
     def _worker_spec(self, context_tokens: int, prompts: list[Prompt]) -> WorkerSpec:
         n = len(prompts)
         template = {i: self.request_id("decode", context_tokens, n, i, 0).replace("{", "{{").replace("}", "}}")[:-1] + "{seq}" for i in range(n)}
         bodies = {i: encode_body(self._body(p, self.matrix.max_output)) for i, p in enumerate(prompts)}
-        return WorkerSpec(url=self.url, transport=self.matrix.transport, connect_timeout_s=self.matrix.connect_timeout_s,
+        firsts = {i: b for i, b in ((i, self._first_body(p, i, n)) for i, p in enumerate(prompts)) if b is not None}
+        return WorkerSpec(url=self.url, transport=self.transport.used, connect_timeout_s=self.matrix.connect_timeout_s,
                           idle_timeout_s=self.matrix.idle_timeout_s, streams=bodies, headers={i: self.headers for i in range(n)},
-                          id_template=template, count_path=self._count_path())  # fmt: skip
+                          id_template=template, count_path=self._count_path(), first=firsts)  # fmt: skip
 
     def _ttft_wait_bound(self, records: list[RequestRecord]) -> float:
         seen = [r.first_token - r.sent for r in records if r.first_token is not None]

@@ -4,8 +4,8 @@ The request body is encoded once per prompt (:func:`encode_body`, orjson) and se
 restart. The answer is read as raw bytes, split into server-sent events by :class:`SSESplitter`, and
 stamped once per network read (:mod:`chunks`). Each stream is read to its end after ``[DONE]``, so the
 connection returns to the pool and the next request of the stream does not pay a new connect inside
-its TTFT. The transport is httpx (``matrix.transport = "httpx"``, the default) or the raw asyncio HTTP/1.1
-reader of :mod:`transport` (``"raw"``); both feed the same parser, so they record the same things.
+its TTFT. The transport is httpx or the raw asyncio HTTP/1.1 reader of :mod:`transport` (``matrix.transport``;
+``"auto"``, the default, picks: :mod:`transport_choice`); both feed the same parser, so they record the same things.
 """
 
 from __future__ import annotations

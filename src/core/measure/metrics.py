@@ -111,11 +111,10 @@ def window_stats(records: list[RequestRecord], start: float, end: float) -> Wind
     per_request = rate_tokens / rate_span if rate_span > 0 and rate_tokens > 0 else None
     burst, restart, missing = ttft_populations(records, end)
     ttfts = burst + restart
-    e2es = [
-        r.ended - r.sent
-        for r in records
-        if r.finish_reason is not None and r.outcome == "ok" and r.ended is not None and start <= r.ended <= end
-    ]
+    done = [r for r in records if r.finish_reason is not None and r.outcome == "ok" and r.ended is not None and start <= r.ended <= end]
+    # A staggered first request (measure/stagger.py) is a real, completed request, but its length is not the
+    # workload's: its sent -> finished time stays out of the e2e histogram.
+    e2es = [r.ended - r.sent for r in done if not r.staggered and r.ended is not None]
     active_s = 0.0
     for r in records:
         lo = max(r.opened if r.opened is not None else r.sent, start)  # in flight from the client's first step
@@ -128,7 +127,7 @@ def window_stats(records: list[RequestRecord], start: float, end: float) -> Wind
         ttft_ms=None if not ttfts else statistics.median(ttfts) * 1000,
         tbt_ms=None if per_request is None else 1000.0 / per_request,
         avg_active=active_s / measured if measured > 0 else None,
-        completed=len(e2es),
+        completed=len(done),
         output_tokens=output_tokens,
         measured_s=measured,
         tbt_values_s=tbts,

@@ -1,16 +1,18 @@
 """Did the client keep up? The client-bound verdict (definition: docs/metrics.md, "Client verdict").
 
-A slow reader does two different things, judged separately:
+A slow reader does two different things:
 
 - it **stamps chunks late**. Latencies that hinge on single stamps (TTFT, the per-token gaps of the ITL
   histogram) are then blurred by the client's own clock. How late, at most, is bounded by the event
   loop's lag: a 10 ms sleeper's oversleep, sampled through the ramp and the window (:class:`ClientMonitor`);
-  a read that became ready is stamped within about two loop turns. Such a column is *doubtful*: its
-  number is kept and the cell says which column and why.
-- it **falls behind**: tokens pile up in socket buffers and fewer arrive inside the window than the engine
-  produced. Only this makes the throughput wrong, and only this makes a cell ``client_bound``. Judged by
-  the engine's own generated-tokens counter over the window where the engine has one (usage totals are
-  exact however slow the reader), else bounded by the longest loop stall relative to the window.
+  a read that became ready is stamped within about two loop turns. Within the bound below, such a latency
+  column is *doubtful*: its number is kept and the cell says which column and why.
+- it **falls behind**: tokens pile up in socket buffers, fewer arrive inside the window than the engine
+  produced, requests' spans stretch, and the ends of finished requests are read late so the engine runs fewer
+  than N. Any sign of it beyond :data:`BEHIND_SHARE` (a share of the window or of a request's span: the engine's
+  own token counter, the stall at the window's edges, the stamp-lag bound) or :data:`GAP_SHARE` of N (the
+  client's in-flight count against the engine's running count, ``batch.py``) makes the cell ``client_bound``
+  with the reason. The rates are never left valid-but-doubtful.
 
 Whether the engine held N running is the admission verdict's question (``admission.py``), judged from the
 same once-a-second gauge reads.
@@ -26,21 +28,24 @@ from typing import Any
 import anyio
 import psutil
 
-from infermatrix.core.measure.steady import GaugeSample
+from infermatrix.core.measure.batch import WindowBatch
+from infermatrix.core.measure.steady import GaugeSample, in_window
 from infermatrix.core.types import RequestRecord
 
 __all__ = [
     "ClientMonitor", "ClientLoad", "ClientVerdict", "client_verdict", "worst", "edge_lag_ms", "lag_at_ms", "ttft_stamp_lag_ms",
     "span_stamp_lag_share",
-    "RATE_TOLERANCE", "STALL_LIMIT", "EDGE_BOUND_LIMIT", "TTFT_LAG_SHARE", "ITL_LAG_SHARE", "SPAN_LAG_SHARE",
+    "RATE_TOLERANCE", "TTFT_LAG_SHARE", "ITL_LAG_SHARE", "SPAN_LAG_SHARE", "BEHIND_SHARE", "GAP_SHARE",
 ]  # fmt: skip
 
 RATE_TOLERANCE = 0.01  # the client may read at most 1 % fewer window tokens than the engine generated (plus chunks in flight)
-STALL_LIMIT = 0.01  # without a conclusive engine count: edge stalls above 1 % of the window mark the rates doubtful ...
-EDGE_BOUND_LIMIT = 0.05  # ... and above 5 % make the cell client_bound
+# The client was behind by more than this share (of the window, of a request's span, of N) -> client_bound: the rates
+# could be off by more than the 1 % the report promises. One share for every sign of it (docs/metrics.md, client verdict).
+BEHIND_SHARE = 0.01
+GAP_SHARE = 0.02  # the engine held, or the client kept, fewer than N by more than 2 % of N (at least one request): client_bound
 TTFT_LAG_SHARE = 0.05  # ttft_ms is doubtful when the stamp-lag bound exceeds 5 % of the median TTFT
 ITL_LAG_SHARE = 0.10  # the itl histogram is doubtful when it exceeds 10 % of the median TBT
-SPAN_LAG_SHARE = 0.01  # per_request_tps / tbt_ms are doubtful when it exceeds 1 % of the median in-window request span
+SPAN_LAG_SHARE = BEHIND_SHARE  # per_request_tps / tbt_ms: client_bound when the stamp lag exceeds 1 % of the median in-window request span
 RATE_CHECK_MAX_TOL = 0.05  # an engine count known less well than this (slow /metrics reads) is inconclusive
 EDGE_S = 0.25  # ticks this close to a window edge tell how late the stamps there were
 _TICK_S = 0.01
@@ -172,21 +177,63 @@ def _states_more(note: str | None, pct: float) -> bool:
 def client_verdict(
     n: int, records: list[RequestRecord], window: tuple[float, float], *, window_load: ClientLoad, ramp_load: ClientLoad | None,
     engine: list[GaugeSample], ttft_ms: float | None, tbt_ms: float | None, ticks: list[tuple[float, float]] | None = None,
+    batch: WindowBatch | None = None, client_active: float | None = None,
 ) -> ClientVerdict:
     """The verdict on one cell (pure: every input measured already; see docs/metrics.md). ``ticks`` are the
-    loop-lag ticks ``(end, lag_s)`` of every client process."""
+    loop-lag ticks ``(end, lag_s)`` of every client process; ``batch`` the engine's running count beside the
+    client's in-flight count over the window (batch.py); ``client_active`` the client's time-weighted in-flight mean.
+
+    The rates (``total_tps``, ``per_request_tps``, ``tbt_ms``) are never left *doubtful* on a valid cell: when any
+    sign says the client was behind by more than :data:`BEHIND_SHARE` (of the window, of a request's span) or the
+    engine held fewer than N by more than :data:`GAP_SHARE` because of it, the cell is ``client_bound`` with the
+    reason. Only the latency columns (``ttft_ms``, ``itl``) are marked doubtful within that bound."""
     ws, we = window
-    edge_lag = edge_lag_ms(ticks, (ws, we)) if ticks is not None else None
-    measured = we - ws
     v = ClientVerdict(bound=False)
     d = v.detail
     d["window"] = window_load.as_dict()
     if ramp_load is not None:
         d["ramp"] = ramp_load.as_dict()
-    # 1. Miscounting the window. Stamps late by a lag that differs between the window's two edges move
-    # tokens across them (a steady lag moves as many in as out). The engine's own counter over the same
-    # stretch settles it where it is known well enough; else the lag at the edges bounds the error.
-    counted = [s for s in engine if s.gauges.generated_tokens is not None and ws <= s.t <= we]
+    _window_count(v, n, records, window, engine, ticks)
+    lags = [x.lag_p99_ms for x in (window_load, ramp_load) if x is not None and x.lag_p99_ms is not None]
+    bound_ms = 2 * max(lags) if lags else None
+    d["stamp_lag_bound_ms"] = _r(bound_ms)
+    if bound_ms is not None and we > ws and bound_ms / 1000 > BEHIND_SHARE * (we - ws):
+        _bind(v, f"client stamps up to {bound_ms:.0f} ms late ({100 * bound_ms / 1000 / (we - ws):.1f} % of the window)",
+              100 * bound_ms / 1000 / (we - ws))
+    _spans(v, records, window, ticks, bound_ms)
+    _behind(v, n, batch, client_active)
+    _latency(v, records, window, ticks, bound_ms, ttft_ms, tbt_ms)
+    if v.bound:
+        for col in RATE_COLUMNS:
+            v.doubtful.setdefault(col, v.why[0])
+    return v
+
+
+RATE_COLUMNS = ("total_tps", "per_request_tps", "tbt_ms")
+
+
+def _bind(v: ClientVerdict, why: str, within_pct: float | None = None, columns: tuple[str, ...] = RATE_COLUMNS) -> None:
+    """The cell is client_bound for ``why``; the rate columns say how far off they may be, where that is known."""
+    v.bound = True
+    v.why.append(why)
+    if within_pct is not None:
+        for col in columns:
+            if not _states_more(v.doubtful.get(col), within_pct):
+                v.doubtful[col] = f"within ±{within_pct:.1f} %: {why}"
+
+
+def _window_count(
+    v: ClientVerdict, n: int, records: list[RequestRecord], window: tuple[float, float], engine: list[GaugeSample],
+    ticks: list[tuple[float, float]] | None,
+) -> None:
+    """1. Miscounting the window. Stamps late by a lag that differs between the window's two edges move tokens
+    across them (a steady lag moves as many in as out). The engine's own counter over the same stretch settles it
+    where it is known well enough; else the lag at the edges bounds the error."""
+    ws, we = window
+    measured = we - ws
+    d = v.detail
+    # Reads that began inside the window (the end edge's read begins at its end: steady.EngineGauges.edge_read).
+    counted = [s for s in engine if s.gauges.generated_tokens is not None and in_window(s, ws, we)]
     d["engine_reads"] = len(counted)
     d["rate_check"] = None
     if len(counted) >= 2 and counted[-1].t - counted[0].t >= 0.5 * measured:
@@ -211,54 +258,70 @@ def client_verdict(
     if check is not None and check["ratio"] is not None and abs(check["ratio"] - 1) > check["tolerance"]:
         # Apart by more than every uncertainty allows, conclusive or not: the window was miscounted.
         ratio = check["ratio"]
-        v.bound = True
         side = "fewer" if ratio < 1 else "more"
-        v.why.append(f"the client counted {100 * abs(1 - ratio):.1f} % {side} tokens in the window than the engine generated")
-    elif check is not None and check["conclusive"]:
-        pass  # agreement within a tolerance tight enough to settle the window count
-    elif edge_lag is not None and measured > 0:
+        _bind(v, f"the client counted {100 * abs(1 - ratio):.1f} % {side} tokens in the window than the engine generated")
+        return
+    if check is not None and check["conclusive"]:
+        return  # agreement within a tolerance tight enough to settle the window count
+    edge_lag = edge_lag_ms(ticks, (ws, we)) if ticks is not None else None
+    if edge_lag is not None and measured > 0:
         # The tick that spans an edge overslept by as long as the client was stalled there: stamps that
         # late move at most that many seconds of tokens across the edge.
         d["edge_lag_ms"] = _r(edge_lag)
         share = edge_lag / 1000 / measured
-        if share > EDGE_BOUND_LIMIT:
-            v.bound = True
-            v.why.append(f"the client was stalled up to {edge_lag:.0f} ms at the window's edges ({100 * share:.1f} % of the window) "
-                         "and no engine token count settles it")
-        elif share > STALL_LIMIT:
-            for col in ("total_tps", "per_request_tps", "tbt_ms"):
-                v.doubtful[col] = f"within ±{100 * share:.1f} %: the client was stalled up to {edge_lag:.0f} ms at the window's edges"
-    # 2. Late stamps: latency columns that hinge on single stamps.
-    lags = [x.lag_p99_ms for x in (window_load, ramp_load) if x is not None and x.lag_p99_ms is not None]
-    bound_ms = 2 * max(lags) if lags else None
-    d["stamp_lag_bound_ms"] = _r(bound_ms)
-    # A median of few TTFTs (N = 1: two or three) moves with one stall the p99 does not see: the stalls
-    # that held the TTFT stamps themselves bound it (each TTFT is off by at most its stamps' lag).
-    ttft_lag = ttft_stamp_lag_ms(records, ws, we, ticks) if ticks is not None else None
-    ttft_bound = max((x for x in (bound_ms, ttft_lag) if x is not None), default=None)
-    d["ttft_lag_bound_ms"] = _r(ttft_bound)
-    if ttft_bound is not None and ttft_ms and ttft_bound > TTFT_LAG_SHARE * ttft_ms:
-        v.doubtful["ttft_ms"] = f"client stamps up to {ttft_bound:.1f} ms late (> {100 * TTFT_LAG_SHARE:g} % of the median TTFT {ttft_ms:.1f} ms)"
-    if bound_ms is not None:
-        if tbt_ms and bound_ms > ITL_LAG_SHARE * tbt_ms:
-            v.doubtful["itl"] = f"client stamps up to {bound_ms:.1f} ms late (> {100 * ITL_LAG_SHARE:g} % of the median TBT {tbt_ms:.2f} ms)"
-        # A request's rate is timed from its first to its last in-window chunk: short spans feel late stamps.
-        spans = sorted(ev[-1][0] - ev[0][0] for ev in ([e for e in r.events if ws <= e[0] <= we] for r in records) if len(ev) >= 2)
-        span = spans[len(spans) // 2] if spans else None
-        d["median_span_s"] = _r(span, 3)
-        if span and bound_ms / 1000 > SPAN_LAG_SHARE * span:
-            for col in ("per_request_tps", "tbt_ms"):
-                v.doubtful.setdefault(col, f"within ±{100 * bound_ms / 1000 / span:.1f} %: client stamps up to {bound_ms:.1f} ms late "
-                                           f"over a median request span of {span * 1000:.0f} ms")
+        if share > BEHIND_SHARE:
+            _bind(v, f"the client was stalled up to {edge_lag:.0f} ms at the window's edges ({100 * share:.1f} % of the window) "
+                     "and no engine token count settles it", 100 * share)  # fmt: skip
+
+
+def _spans(v: ClientVerdict, records: list[RequestRecord], window: tuple[float, float], ticks: list[tuple[float, float]] | None,
+           bound_ms: float | None) -> None:  # fmt: skip
+    """A request's rate is timed from its first to its last in-window chunk: late stamps there move per_request_tps
+    (and tbt_ms, its inverse) by their lag over the span."""
+    ws, we = window
+    d = v.detail
+    spans = sorted(ev[-1][0] - ev[0][0] for ev in ([e for e in r.events if ws <= e[0] <= we] for r in records) if len(ev) >= 2)
+    span = spans[len(spans) // 2] if spans else None
+    d["median_span_s"] = _r(span, 3)
+    if bound_ms is not None and span and bound_ms / 1000 > SPAN_LAG_SHARE * span:
+        share = 100 * bound_ms / 1000 / span
+        _bind(v, f"client stamps up to {bound_ms:.1f} ms late over a median request span of {span * 1000:.0f} ms ({share:.1f} %)",
+              share, ("per_request_tps", "tbt_ms"))
     # The rate's own stamps: a stall that holds one request's first or last in-window chunk lengthens or
     # shortens its span by the stall, which the p99 of the window's ticks need not show (one stall, two requests).
     span_share = span_stamp_lag_share(records, ws, we, ticks) if ticks is not None else None
     d["span_lag_share"] = _r(span_share, 5)
     if span_share is not None and span_share > SPAN_LAG_SHARE:
-        for col in ("per_request_tps", "tbt_ms"):
-            if not _states_more(v.doubtful.get(col), 100 * span_share):
-                v.doubtful[col] = f"within ±{100 * span_share:.1f} %: client stamps held by stalls at the requests' first or last in-window chunks"
-    if v.bound:
-        for col in ("total_tps", "per_request_tps", "tbt_ms"):
-            v.doubtful.setdefault(col, v.why[0])
-    return v
+        _bind(v, f"client stamps held by stalls at the requests' first or last in-window chunks ({100 * span_share:.1f} % of their spans)",
+              100 * span_share, ("per_request_tps", "tbt_ms"))
+
+
+def _behind(v: ClientVerdict, n: int, batch: WindowBatch | None, client_active: float | None) -> None:
+    """The engine can only run what the client sent and read: requests whose ends the client had not read yet
+    (it still counted them; the engine no longer held them), or restarts sent late, leave the engine running
+    fewer than N, and the numbers describe fewer. A share of N, at least one whole request."""
+    floor = max(GAP_SHARE * n, 1.0)
+    if batch is not None and batch.behind > floor:
+        _bind(v, f"the client still counted {batch.client_in_flight_mean - batch.client_awaiting_first_mean:.1f} requests with a first token "
+                 f"in flight while the engine held {batch.held_mean:.1f} (mean over {batch.reads} reads): it read their ends "
+                 f"{batch.behind:.1f} requests late ({100 * batch.behind / n:.1f} % of {n})")  # fmt: skip
+    if client_active is not None and n - client_active > floor:
+        _bind(v, f"the client kept {client_active:.1f} of {n} requests in flight on average ({100 * (1 - client_active / n):.1f} % short): "
+                 "it sent restarts late")  # fmt: skip
+
+
+def _latency(
+    v: ClientVerdict, records: list[RequestRecord], window: tuple[float, float], ticks: list[tuple[float, float]] | None,
+    bound_ms: float | None, ttft_ms: float | None, tbt_ms: float | None,
+) -> None:
+    """2. Late stamps: latency columns that hinge on single stamps are marked doubtful, never blanked."""
+    ws, we = window
+    # A median of few TTFTs (N = 1: two or three) moves with one stall the p99 does not see: the stalls
+    # that held the TTFT stamps themselves bound it (each TTFT is off by at most its stamps' lag).
+    ttft_lag = ttft_stamp_lag_ms(records, ws, we, ticks) if ticks is not None else None
+    ttft_bound = max((x for x in (bound_ms, ttft_lag) if x is not None), default=None)
+    v.detail["ttft_lag_bound_ms"] = _r(ttft_bound)
+    if ttft_bound is not None and ttft_ms and ttft_bound > TTFT_LAG_SHARE * ttft_ms:
+        v.doubtful["ttft_ms"] = f"client stamps up to {ttft_bound:.1f} ms late (> {100 * TTFT_LAG_SHARE:g} % of the median TTFT {ttft_ms:.1f} ms)"
+    if bound_ms is not None and tbt_ms and bound_ms > ITL_LAG_SHARE * tbt_ms:
+        v.doubtful["itl"] = f"client stamps up to {bound_ms:.1f} ms late (> {100 * ITL_LAG_SHARE:g} % of the median TBT {tbt_ms:.2f} ms)"

@@ -22,7 +22,7 @@ import httpx
 from infermatrix.core.engine.prometheus import scan_values
 from infermatrix.core.engine.traits import Gauges, MetricNames
 
-__all__ = ["EngineGauges", "Gauges", "GaugeSample", "SteadyState", "parse_gauges", "METRICS_NOT_FOUND", "WINDOW_POLL_S", "STEADY_POLL_S", "SLOW_READ_S"]
+__all__ = ["EngineGauges", "Gauges", "GaugeSample", "in_window", "EDGE_READ_S", "SteadyState", "parse_gauges", "METRICS_NOT_FOUND", "WINDOW_POLL_S", "STEADY_POLL_S", "SLOW_READ_S"]
 
 METRICS_NOT_FOUND = "engine metrics not found: steady state and engine-side token counts not checked"
 WINDOW_POLL_S = 1.0  # at most one /metrics read a second while a window is open
@@ -56,6 +56,14 @@ def parse_gauges(page: str, names: MetricNames) -> Gauges:
         wanted = {f: n for f, n in wanted.items() if f in ("running", "waiting", "kv_usage")}
     values = scan_values(page, wanted.values())
     return Gauges(**{f: values.get(n) for f, n in wanted.items()})
+
+
+EDGE_READ_S = 0.25  # a read that began this soon after a window's end is its end edge's read (edge_read)
+
+
+def in_window(s: GaugeSample, ws: float, we: float) -> bool:
+    """A read of the window ``[ws, we]``: stamped after it opened, begun before it closed or as its end edge's read."""
+    return ws <= s.t and s.t - s.took_s / 2 <= we + EDGE_READ_S
 
 
 class EngineGauges:
@@ -119,6 +127,13 @@ class EngineGauges:
             elif self.state == "absent":
                 return
             await anyio.sleep(max(0.0, interval_s - (time.monotonic() - t0)))
+
+    async def edge_read(self, into: list[GaugeSample]) -> None:
+        """One read at a window's edge, appended to ``into`` when it answered: the once-a-second reads inside the
+        window need not fall on its end, and the engine's batch and counter there are what the window ends on."""
+        s = await self.sample()
+        if s is not None:
+            into.append(s)
 
     async def probe(self, tries: int = 3, pause_s: float = 0.2) -> str:
         """Read until the engine's gauges are known to be there or not (at most ``tries`` reads)."""

@@ -1,4 +1,5 @@
-"""A raw asyncio HTTP/1.1 streaming client (``matrix.transport = "raw"``).
+"""A raw asyncio HTTP/1.1 streaming client (``matrix.transport = "raw"``, and what ``"auto"`` picks for plain
+http(s) endpoints: transport_choice.py).
 
 Why it exists: through httpx every network read costs a trip through httpcore, h11 and an async
 iterator (~tens of µs here); an engine that sends one chunk per stream per decode step makes that the
@@ -21,6 +22,8 @@ import ssl
 import time
 from typing import Any, Callable
 from urllib.parse import urlsplit
+
+import httpx
 
 from infermatrix.core.measure.chunks import ChunkParser
 from infermatrix.core.measure.sse import SSESplitter
@@ -215,7 +218,8 @@ class RawClient:
         loop = asyncio.get_running_loop()
         ctx = None
         if scheme == "https":
-            ctx = self._ssl = self._ssl or ssl.create_default_context()
+            # httpx's own TLS settings (its certificate store, SSL_CERT_FILE): the same checks as the rest of the run.
+            ctx = self._ssl = self._ssl or httpx.create_ssl_context()
         try:
             _, proto = await asyncio.wait_for(
                 loop.create_connection(lambda: _Response(self), host, port, ssl=ctx, server_hostname=host if ctx else None),

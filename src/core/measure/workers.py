@@ -93,6 +93,7 @@ class WorkerSpec:
     keep_text: bool = True
     id_template: dict[int, str] = field(default_factory=dict)  # stream index -> request id with "{seq}"
     count_path: tuple[str, ...] = ()  # where a chunk's cumulative token count is (EngineTraits.per_chunk_usage_path)
+    first: dict[int, bytes] = field(default_factory=dict)  # stream index -> its shortened first request (measure/stagger.py)
 
 
 def _frame(obj: Any) -> bytes:
@@ -113,10 +114,12 @@ class WorkerPool:
     """The parent's side: start K workers, collect their records into ``records``, stop them."""
 
     def __init__(self, spec: WorkerSpec, k: int, records: list[RequestRecord], on_tokens: Callable[[int], None] | None = None):
-        self.specs = [WorkerSpec(spec.url, spec.transport, spec.connect_timeout_s, spec.idle_timeout_s,
-                                 {i: b for i, b in spec.streams.items() if i % k == w},
-                                 {i: h for i, h in spec.headers.items() if i % k == w}, spec.keep_text,
-                                 {i: t for i, t in spec.id_template.items() if i % k == w}) for w in range(k)]  # fmt: skip
+        def mine(d: dict[int, Any], w: int) -> dict[int, Any]:
+            return {i: v for i, v in d.items() if i % k == w}
+
+        self.specs = [WorkerSpec(spec.url, spec.transport, spec.connect_timeout_s, spec.idle_timeout_s, mine(spec.streams, w),
+                                 mine(spec.headers, w), spec.keep_text, mine(spec.id_template, w), spec.count_path,
+                                 mine(spec.first, w)) for w in range(k)]  # fmt: skip
         self.records = records
         self.on_tokens = on_tokens
         self.started: set[int] = set()
@@ -219,9 +222,10 @@ async def _worker(spec: WorkerSpec) -> None:
     async def one(i: int) -> None:
         async def go(rec: RequestRecord) -> RequestRecord:
             hdrs = {**spec.headers[i], "X-Request-Id": spec.id_template[i].format(seq=rec.seq)} if i in spec.id_template else spec.headers[i]
+            rec.staggered = rec.seq == 0 and i in spec.first
             try:
-                return await stream_request(client, spec.url, spec.streams[i], rec, headers=hdrs, on_tokens=on_tokens, keep_text=spec.keep_text,
-                                            count_path=spec.count_path)  # fmt: skip
+                return await stream_request(client, spec.url, spec.first[i] if rec.staggered else spec.streams[i], rec, headers=hdrs,
+                                            on_tokens=on_tokens, keep_text=spec.keep_text, count_path=spec.count_path)  # fmt: skip
             finally:
                 pending.remove(rec)
                 send(("record", rec))

@@ -29,6 +29,7 @@ from infermatrix.plugins.sim.api import ApiError, GenRequest, Shapes, check_mess
 from infermatrix.plugins.sim.faults import AuthGuard, FaultState, SimFaults
 from infermatrix.plugins.sim.metrics import CONTENT_TYPE, render_metrics
 from infermatrix.plugins.sim.profile import SimProfile, load_profile
+from infermatrix.plugins.sim.record import window_record
 from infermatrix.plugins.sim.scheduler import SHUTDOWN, Scheduler
 from infermatrix.plugins.sim.seq import Seq
 
@@ -130,6 +131,13 @@ def create_app(profile: SimProfile) -> Starlette:
         except ValueError:
             return _error(ApiError(400, "since must be a number (time.monotonic() seconds)", param="since"))
         return _json(sched.truth(since_f))
+
+    async def window(request: Request) -> Response:  # the engine's own record of [start, end] (record.py)
+        try:
+            start, end = float(request.query_params["start"]), float(request.query_params["end"])
+        except (KeyError, ValueError):
+            return _error(ApiError(400, "give start and end (time.monotonic() seconds)", param="start"))
+        return _json(window_record(sched, start, end))
 
     async def reset(request: Request) -> Response:
         sched.reset(cache=request.query_params.get("cache") in ("1", "true", "yes"))
@@ -257,6 +265,7 @@ def create_app(profile: SimProfile) -> Starlette:
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/debug/truth", truth, methods=["GET"]),
+        Route("/debug/window", window, methods=["GET"]),
         Route("/debug/reset", reset, methods=["POST"]),
         Route("/debug/profile", profile_info, methods=["GET"]),
         Route("/debug/tokenize", tokenize_info, methods=["GET"]),
