@@ -221,9 +221,9 @@ class CellRunner:
                     await anyio.sleep(self.matrix.duration_s)
                     watchers.cancel_scope.cancel()
             window_end = time.monotonic()
+            self._phase("drain")
             if ramp_ok:  # the window's end edge, read before any stream stops (measure/batch.py)
                 await self.gauges.edge_read(gauge_samples)
-            self._phase("drain")
             closing = True
             if pool is not None:  # the workers wait for their first tokens the same way, then hand over their records
                 await pool.stop(window_end, self._ttft_wait_bound(records) if ramp_ok else 0.0)

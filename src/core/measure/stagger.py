@@ -3,8 +3,8 @@
 Why: all N streams start together (right after the warm-up) with the same ``max_tokens`` (and ``ignore_eos``),
 so without this they all finish together and all restart together, and the engine's batch collapses at every
 generation boundary inside a window — a restart storm of N prefills, then N streams ramping back in. Stream
-``i``'s first request asks for ``max_output × (i + 1) / N`` tokens (at least :data:`STAGGER_MIN_TOKENS`, at
-most ``max_output``); every later request of the stream asks for ``max_output``. The streams' ends are then
+``i``'s first request asks for ``min + (max_output − min) × (i + 1) / N`` tokens (``min`` =
+:data:`STAGGER_MIN_TOKENS`); every later request of the stream asks for ``max_output``. The streams' ends are then
 spread evenly over one generation length, and since every restart is a whole generation they stay spread:
 restarts never bunch, and the engine holds N (docs/metrics.md, "Staggered phases").
 
@@ -24,7 +24,10 @@ STAGGER_MIN_TOKENS = 16
 
 
 def first_max_tokens(stream: int, n: int, max_output: int, stagger: bool = True) -> int:
-    """``max_tokens`` of stream ``stream``'s first request in a cell of ``n`` streams."""
-    if not stagger or n <= 1:
+    """``max_tokens`` of stream ``stream``'s first request in a cell of ``n`` streams: evenly spaced from just above
+    :data:`STAGGER_MIN_TOKENS` (stream 0) to ``max_output`` (stream ``n − 1``). Spaced over ``max_output − min``
+    rather than clamped at the minimum, so no two streams share a length where the spacing is a token or more (a
+    clamp would end the first streams together, and they would restart together for the rest of the cell)."""
+    if not stagger or n <= 1 or max_output <= STAGGER_MIN_TOKENS:
         return max_output
-    return min(max_output, max(STAGGER_MIN_TOKENS, math.ceil(max_output * (stream + 1) / n)))
+    return STAGGER_MIN_TOKENS + math.ceil((max_output - STAGGER_MIN_TOKENS) * (stream + 1) / n)

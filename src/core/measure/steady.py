@@ -131,9 +131,10 @@ class EngineGauges:
     async def edge_read(self, into: list[GaugeSample]) -> None:
         """One read at a window's edge, appended to ``into`` when it answered: the once-a-second reads inside the
         window need not fall on its end, and the engine's batch and counter there are what the window ends on."""
-        s = await self.sample()
-        if s is not None:
-            into.append(s)
+        with anyio.move_on_after(SLOW_READ_S):  # a later answer says little about the edge, and the streams wait for it
+            s = await self.sample()
+            if s is not None:
+                into.append(s)
 
     async def probe(self, tries: int = 3, pause_s: float = 0.2) -> str:
         """Read until the engine's gauges are known to be there or not (at most ``tries`` reads)."""

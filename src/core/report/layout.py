@@ -203,6 +203,15 @@ def _token_source(d: ReportData) -> str:
     return ", ".join(f"{_TOKEN_SOURCES.get(s, s)} ({n} cells)" for s, n in seen.most_common())
 
 
+def _transport(d: ReportData) -> str | None:
+    """How the cells' streams were read, and why (``cells.flags.transport``; none for older stores)."""
+    seen = Counter(f"{t['used']} ({t['why']})" for x in d.details.values()
+                   if isinstance(t := (x.get("flags") or {}).get("transport"), dict) and t.get("used"))  # fmt: skip
+    if not seen:
+        return None
+    return ", ".join(f"{k} — {n} cells" if len(seen) > 1 else k for k, n in seen.most_common())
+
+
 def _tool(v: str | None) -> str:
     if not v:
         return DASH
@@ -256,6 +265,9 @@ def header_sections(d: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
     if run.get("source") or run.get("imported_at"):
         imported = f"imported {fmt_time(run['imported_at'])}" if run.get("imported_at") else ""
         runinfo.insert(2, ("Source", " · ".join(x for x in (run.get("source"), imported) if x)))
+    transport = _transport(d)
+    if transport:
+        runinfo.insert(-2, ("Client transport", transport))
     metrics = run.get("engine_metrics")
     if isinstance(metrics, dict) and metrics.get("found") is False:
         runinfo.append(("Engine metrics", metrics.get("note") or "not found"))
@@ -356,6 +368,11 @@ def flag_notes(d: ReportData, r: dict[str, Any]) -> list[str]:
     for col in sorted(doubtful_columns(r), key=lambda c: list(_DOUBTFUL_NAMES).index(c) if c in _DOUBTFUL_NAMES else 99):
         reason = why.get(col)
         out.append(f"{DOUBTFUL_MARK} {_DOUBTFUL_NAMES.get(col, col)} doubtful" + (f": {reason}" if reason else ""))
+    batch = flags.get("batch")
+    if isinstance(batch, dict) and batch.get("differ"):
+        # docs/metrics.md, cells.flags.batch: the engine's running count beside the client's, where they differ by > 2 %
+        out.append(f"engine ran {batch.get('engine_running_mean', 0):.1f} on average, the client counted "
+                   f"{batch.get('client_in_flight_mean', 0):.1f} in flight ({batch.get('reads')} reads of the engine's gauges)")  # fmt: skip
     tokens = flags.get("tokens") or {}
     if tokens and tokens.get("agree") is False:
         out.append(f"token counts disagree by {100 * (tokens.get('disagreement') or 0):.1f} % "

@@ -280,6 +280,7 @@ async def _run_matrix(
     runner = CellRunner(client=client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops,
                         pm=pm, tokenizer=tokenizer, id_prefix=run_id, traits=traits, watch=transport,
                         warmth=WarmCache(capacity.kv_tokens))  # fmt: skip
+    console.print(f"  client transport: {runner.transport.line()}", highlight=False)
 
     async def probe_gauges(phase: Phase) -> str:
         phase("gauges")
