@@ -104,3 +104,17 @@ def test_window_batch_pairs_each_read_with_the_clients_count():
     assert b.engine_running_mean == pytest.approx(15 / 6) and b.client_in_flight_mean == pytest.approx(16 / 6)
     assert b.behind == pytest.approx(1 / 6) and b.differ  # 2.50 vs 2.67: > 2 % apart, shown in the report
     assert window_batch([], ClientCounts(recs), 0.0, 4.0) is None
+
+
+def test_a_client_behind_takes_an_engine_shortfall_with_nothing_queued_but_never_a_preemption():
+    from infermatrix.core.measure.selfcheck import ClientVerdict, settle_status
+
+    behind = ClientVerdict(bound=True, why=["the client still counted 128.0 requests … 13.0 requests late"])
+    ran_less = {"checked": True, "limited": True, "preemptions": 0, "waiting_share": 0.0}
+    assert settle_status("valid", None, behind, ran_less)[0] == "client_bound"
+    status, reason = settle_status("admission_limited", "the engine ran at most 127 of 128 at once", behind, ran_less)
+    assert status == "client_bound" and "13.0 requests late" in reason and "at most 127 of 128" in reason
+    assert settle_status("admission_limited", "preempted", behind, {**ran_less, "preemptions": 3})[0] == "admission_limited"
+    assert settle_status("admission_limited", "queued", behind, {**ran_less, "waiting_share": 0.8})[0] == "admission_limited"
+    assert settle_status("admission_limited", "x", ClientVerdict(bound=False), ran_less) == ("admission_limited", "x")
+    assert settle_status("looped", "y", behind, ran_less) == ("looped", "y")

@@ -19,7 +19,7 @@ from infermatrix.core.measure.admission import EngineSample, client_in_flight_fl
 from infermatrix.core.measure.batch import window_batch
 from infermatrix.core.measure.inflight import ClientCounts
 from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
-from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, worst
+from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, settle_status, worst
 from infermatrix.core.measure.stagger import first_max_tokens
 from infermatrix.core.measure.steady import EngineGauges, GaugeSample
 from infermatrix.core.measure.priority import client_priority
@@ -268,10 +268,7 @@ class CellRunner:
                 client_active=result.flags.get("client_active"),
             )
             result.flags["client"] = {**verdict.as_dict(), "worker_processes": k}
-            if verdict.bound and result.status == "valid":
-                result.status, result.reason = "client_bound", "; ".join(verdict.why)
-            elif verdict.bound and result.flags["admission"].get("client_short"):  # both: say both
-                result.reason = "; ".join([result.reason or "", *verdict.why]).lstrip("; ")
+            result.status, result.reason = settle_status(result.status, result.reason, verdict, result.flags.get("admission"))
         return result
 
     def _first_body(self, prompt: Prompt, i: int, n: int) -> bytes | None:

@@ -28,13 +28,14 @@ from typing import Any
 import anyio
 import psutil
 
+from infermatrix.core.measure.admission import WAITING_SHARE
 from infermatrix.core.measure.batch import WindowBatch
 from infermatrix.core.measure.steady import GaugeSample, in_window
 from infermatrix.core.types import RequestRecord
 
 __all__ = [
     "ClientMonitor", "ClientLoad", "ClientVerdict", "client_verdict", "worst", "edge_lag_ms", "lag_at_ms", "ttft_stamp_lag_ms",
-    "span_stamp_lag_share",
+    "span_stamp_lag_share", "settle_status",
     "RATE_TOLERANCE", "TTFT_LAG_SHARE", "ITL_LAG_SHARE", "SPAN_LAG_SHARE", "BEHIND_SHARE", "GAP_SHARE",
 ]  # fmt: skip
 
@@ -325,3 +326,21 @@ def _latency(
         v.doubtful["ttft_ms"] = f"client stamps up to {ttft_bound:.1f} ms late (> {100 * TTFT_LAG_SHARE:g} % of the median TTFT {ttft_ms:.1f} ms)"
     if bound_ms is not None and tbt_ms and bound_ms > ITL_LAG_SHARE * tbt_ms:
         v.doubtful["itl"] = f"client stamps up to {bound_ms:.1f} ms late (> {100 * ITL_LAG_SHARE:g} % of the median TBT {tbt_ms:.2f} ms)"
+
+
+def settle_status(status: str, reason: str | None, verdict: ClientVerdict, admission: dict[str, Any] | None) -> tuple[str, str | None]:
+    """The cell's status once the client verdict is in. A client behind makes a ``valid`` cell ``client_bound``; it
+    also takes an ``admission_limited`` cell whose engine held nothing back (no preemption, nothing waiting in most
+    reads): an engine that ran fewer than N with nobody queued ran what a late client let it run (issue 17: the
+    reader fell behind, its restarts came late, the engine never ran N). Preemptions and queues stay the engine's."""
+    if not verdict.bound:
+        return status, reason
+    why = "; ".join(verdict.why)
+    if status == "valid":
+        return "client_bound", why
+    if status == "client_bound":  # already the client's (admission: it kept fewer than N in flight): say both
+        return status, "; ".join(x for x in (reason, why) if x)
+    adm = admission or {}
+    if status == "admission_limited" and not adm.get("preemptions") and (adm.get("waiting_share") or 0.0) < WAITING_SHARE:
+        return "client_bound", f"{why}; so {reason}" if reason else why
+    return status, reason
