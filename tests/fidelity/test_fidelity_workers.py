@@ -15,8 +15,8 @@ from truthlib import cell_truth, rel_err
 pytestmark = pytest.mark.slow
 
 MODES = {
-    "one-process": [],
-    "workers": ["--set", "matrix.client_workers_above=4", "--set", "matrix.client_workers=2"],
+    "one-process": ["--set", "matrix.transport=httpx"],  # httpx named: "auto" (the default) picks raw for the sim
+    "workers": ["--set", "matrix.transport=httpx", "--set", "matrix.client_workers_above=4", "--set", "matrix.client_workers=2"],
     "raw": ["--set", "matrix.transport=raw"],
     "raw-workers": ["--set", "matrix.transport=raw", "--set", "matrix.client_workers_above=4", "--set", "matrix.client_workers=2"],
 }

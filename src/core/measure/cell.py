@@ -107,11 +107,14 @@ class CellRunner:
             t = self.client.timeout
             timeout = httpx.Timeout(connect=t.connect, read=read_timeout_s, write=t.write, pool=t.pool)
         body = encode_body(self._body(prompt, max_tokens))
+        # A prefill probe is one request at a time, off the hot path: under "auto" it goes through httpx, over the
+        # keep-alive connection the run's empty round trip has just used (docs/metrics.md, prefill list).
+        via = self.streams if kind != "prefill" or self.transport.setting == "raw" else self.client
         try:
-            return await stream_request(self.streams, self.url, body, record, headers=self._headers(rid), timeout=timeout,
+            return await stream_request(via, self.url, body, record, headers=self._headers(rid), timeout=timeout,
                                         count_path=self._count_path())  # fmt: skip
         finally:
-            if kind == "prefill":  # a probe stands alone: leave no raw connection open behind it
+            if kind == "prefill" and via is not self.client:  # a probe stands alone: leave no raw connection open behind it
                 await self._close_streams()
 
     async def warm(self, context: int, prompts: list[Prompt]) -> list[RequestRecord]:
