@@ -165,7 +165,7 @@ class CellRunner:
             async def send(rec: RequestRecord) -> RequestRecord:
                 rid = self.request_id("decode", context_tokens, n, i, rec.seq)
                 rec.staggered = first is not None and rec.seq == 0
-                return await stream_request(self.streams, self.url, first if rec.staggered else body, rec, headers=self._headers(rid),
+                return await stream_request(self.streams, self.url, first if first is not None and rec.staggered else body, rec, headers=self._headers(rid),
                                             on_tokens=self.on_tokens, count_path=count_path)  # fmt: skip
 
             def begin(rec: RequestRecord) -> None:

@@ -43,7 +43,7 @@ def window_record(sched: Scheduler, start: float, end: float) -> dict[str, Any]:
             tokens += n
     rate_tokens, rate_span = 0, 0.0
     held_s = 0.0
-    reqs = []
+    reqs: list[dict[str, Any]] = []
     for s in sched.records:
         if s.received is not None and s.received > end or (s.finished is not None and s.finished < start):
             continue
