@@ -94,9 +94,10 @@ def test_high_n_cells_are_right_or_client_bound(fast_sim, transport):
             assert not {"total_tps", "per_request_tps", "tbt_ms"} & set(flags["client"]["doubtful"]), seen
         else:
             assert c["reason"], seen  # the reason says what showed the client behind
-        # The engine's running count is stored beside the client's in-flight count, over the same reads.
+        # The engine's running count is stored beside the client's in-flight count, over the same reads (on a starved
+        # machine a 2 s window may get one read that answered within the bound: the end edge's is dropped after 1 s).
         b = flags["batch"]
-        assert b["reads"] >= 2 and b["engine_running_mean"] > 0 and b["client_in_flight_mean"] > 0, seen
+        assert b["reads"] >= 1 and b["engine_running_mean"] > 0 and b["client_in_flight_mean"] > 0, seen
 
 
 def test_staggered_streams_keep_the_engine_at_n(tmp_path):
