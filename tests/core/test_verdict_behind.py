@@ -118,3 +118,13 @@ def test_a_client_behind_takes_an_engine_shortfall_with_nothing_queued_but_never
     assert settle_status("admission_limited", "queued", behind, {**ran_less, "waiting_share": 0.8})[0] == "admission_limited"
     assert settle_status("admission_limited", "x", ClientVerdict(bound=False), ran_less) == ("admission_limited", "x")
     assert settle_status("looped", "y", behind, ran_less) == ("looped", "y")
+
+
+def test_a_ramp_that_lagged_marks_ttft_but_does_not_bind_the_window_rates():
+    """The first N requests are stamped in the ramp: its lag bounds TTFT; the rates are stamped in the window only."""
+    n = 4
+    ramp = ClientLoad(lag_p50_ms=5.0, lag_p99_ms=200.0, lag_max_ms=400.0, cpu_pct=99.0, samples=100)  # 400 ms: 6.7 % of 6 s
+    v = client_verdict(n, _streams(n), (0.0, 6.0), window_load=QUIET, ramp_load=ramp, engine=_engine(n, n * 100.0),
+                       ttft_ms=200.0, tbt_ms=10.0, ticks=[(3.0, 0.001)])  # fmt: skip
+    assert not v.bound, v.why
+    assert "ttft_ms" in v.doubtful and v.detail["stamp_lag_bound_ms"] == 400.0 and v.detail["window_lag_bound_ms"] == 1.0
