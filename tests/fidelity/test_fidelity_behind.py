@@ -54,6 +54,7 @@ def _cells(db) -> list[dict]:
 def _run(server: SimServer, db, *args: str) -> list[dict]:
     proc = run_cli("run", "--engine", "sim", "--base-url", server.base_url, "--contexts", "1K", "--db", str(db), *args, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "client transport: " in proc.stdout + proc.stderr  # the run header says how the streams are read, and why
     return _cells(db)
 
 
