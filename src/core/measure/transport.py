@@ -227,12 +227,17 @@ class RawClient:
             )
         except (OSError, asyncio.TimeoutError) as exc:
             if self.watch is not None:
+                self._count_error()
                 self.watch.consecutive += 1
                 self.watch.last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             raise
         if self.watch is not None:
             self.watch.consecutive = 0
         return proto
+
+    def _count_error(self) -> None:
+        """A transport failure, counted where the run's engine-down check looks (``WatchedTransport.errors``)."""
+        self.watch.errors = getattr(self.watch, "errors", 0) + 1
 
     def _pooled(self, key: tuple[str, str, int]) -> _Response | None:
         conns = self.idle.get(key)
@@ -330,6 +335,8 @@ class RawClient:
             record.outcome = "http_error"
             record.error = f"HTTP {conn.status}: {conn.error_body[:500].decode(errors='replace')}"
         elif how != "parser":  # the parser has already written its error into the record
+            if how in ("idle", "reset", "truncated", "stale") and self.watch is not None:
+                self._count_error()  # as httpx's transport errors are: the run asks whether the engine is still there
             record.outcome, record.error = {
                 "idle": ("idle_timeout", f"ReadTimeout: no data for {conn.idle_s:g} s"),
                 "reset": ("reset", "ReadError: connection reset by the server"),
