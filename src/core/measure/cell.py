@@ -23,8 +23,8 @@ from infermatrix.core.measure.steady import EngineGauges, GaugeSample
 from infermatrix.core.measure.priority import client_priority
 from infermatrix.core.measure.transport import RawClient
 from infermatrix.core.measure.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
-from infermatrix.core.run.warmth import WarmCache
-from infermatrix.core.run.warmup import PrefillRates, warm_prompts
+from infermatrix.core.measure.warmth import WarmCache
+from infermatrix.core.measure.warmup import PrefillRates, warm_prompts
 from infermatrix.core.engine.traits import EngineTraits
 from infermatrix.core.types import CellResult, Prompt, RequestRecord
 
@@ -112,7 +112,7 @@ class CellRunner:
 
     async def warm(self, context: int, prompts: list[Prompt]) -> list[RequestRecord]:
         """Send each prompt not still warm once with ``max_tokens = 1`` so the prefix cache holds it
-        (core/run/warmup.py; which are still warm: core/run/warmth.py)."""
+        (core/measure/warmup.py; which are still warm: core/measure/warmth.py)."""
         self._phase("warm-up")
         cold = self.warmth.cold(prompts) if self.matrix.warm_reuse else [True] * len(prompts)
         done, plan = await warm_prompts(self, context, prompts, self.on_phase, cold)

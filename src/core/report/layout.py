@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 from infermatrix.core.contexts import format_context
-from infermatrix.core.run.wallclock import wall_split
+from infermatrix.core.wallclock import wall_split
 from infermatrix.core.report.data import (
     DASH,
     ReportData,

@@ -53,8 +53,8 @@ from infermatrix.core.types import (
 )
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport, down_reason, guarded
 from infermatrix.core.run.steps import Phase, start_up
-from infermatrix.core.run.wallclock import PhaseClock, add_totals
-from infermatrix.core.run.warmth import WarmCache
+from infermatrix.core.wallclock import PhaseClock, add_totals
+from infermatrix.core.measure.warmth import WarmCache
 from rich.console import Console
 
 __all__ = ["RunOutcome", "execute_run", "WatchedTransport"]
@@ -97,7 +97,7 @@ async def execute_run(
     timeout = httpx.Timeout(connect=m.connect_timeout_s, read=m.idle_timeout_s, write=30, pool=None)
     transport = WatchedTransport(httpx.AsyncHTTPTransport(limits=limits))
     engine: Engine | None = None
-    clock = PhaseClock()  # the run's wall time by phase group, from here to the run's end (core/run/wallclock.py)
+    clock = PhaseClock()  # the run's wall time by phase group, from here to the run's end (core/wallclock.py)
 
     async def watch_signals() -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
