@@ -13,7 +13,8 @@ from infermatrix.cli.common import (
     DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, OneLineErrors, fail, list_option, number_option, open_store,
 )
 from infermatrix.cli.results_cmds import print_report
-from infermatrix.core.config import ConfigError, apply_overrides, load_config, validate_config
+from infermatrix.core.config import ConfigError, apply_overrides, load_config
+from infermatrix.core.registry import validate_config
 from infermatrix.core.contexts import parse_context_list, parse_int_list
 from infermatrix.core.plugins import get_plugin_manager
 

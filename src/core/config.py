@@ -1,7 +1,9 @@
 """Run configuration: pydantic models (``extra="forbid"``), read from TOML, with ``--set`` overrides.
 
 The ``[engine]`` table is a discriminated union over ``kind``; its arms are registered by plugins
-through the ``register_engines`` hook, so a third-party engine gets the same validation.
+through the ``register_engines`` hook, so a third-party engine gets the same validation. The union is
+built, and a config validated, in core/registry.py (``validate_config``), which knows the plugins: this
+module knows none, so the config layer sits below the engine contract and the registry.
 """
 
 from __future__ import annotations
@@ -9,10 +11,9 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol, Union, cast
+from typing import Any, Literal, Protocol
 
-import pluggy
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from infermatrix.core.contexts import parse_context
 
@@ -25,11 +26,8 @@ __all__ = [
     "ValidityConfig",
     "StoreConfig",
     "ConfigError",
-    "engine_config_classes",
-    "run_config_model",
     "load_config",
     "apply_overrides",
-    "validate_config",
 ]
 
 
@@ -171,13 +169,6 @@ class StoreConfig(Strict):
     db: str = "infermatrix.duckdb"
 
 
-def engine_config_classes(pm: pluggy.PluginManager) -> dict[str, type[EngineConfig]]:
-    """Every engine config class that plugins registered, by kind."""
-    from infermatrix.core.registry import engine_registry
-
-    return {kind: entry.config for kind, entry in engine_registry(pm).items()}
-
-
 class RunConfig(Protocol):
     """A validated run config, as code reads it (its class is built at run time by ``run_config_model``)."""
 
@@ -190,49 +181,6 @@ class RunConfig(Protocol):
     hardware: dict[str, Any]
 
     def model_dump(self, *, mode: str = "python") -> dict[str, Any]: ...
-
-
-def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
-    """The ``RunConfig`` model for the engines this plugin manager knows."""
-    arms = tuple(engine_config_classes(pm).values())
-    # Any: a type built at run time from the plugins' config classes, which no checker can see.
-    engine_type: Any = Annotated[Union[arms], Field(discriminator="kind")] if len(arms) > 1 else arms[0]
-    return create_model(
-        "RunConfig",
-        __base__=Strict,
-        name=(str | None, None),
-        engine=(engine_type, ...),
-        matrix=(MatrixConfig, Field(default_factory=MatrixConfig)),
-        loops=(LoopConfig, Field(default_factory=LoopConfig)),
-        validity=(ValidityConfig, Field(default_factory=ValidityConfig)),
-        store=(StoreConfig, Field(default_factory=StoreConfig)),
-        hardware=(dict[str, Any], Field(default_factory=dict)),
-    )
-
-
-def _format_error(exc: ValidationError, source: str, kinds: set[str]) -> str:
-    err = exc.errors()[0]
-    # pydantic puts the union arm's tag in the location (engine.sim.port): drop it, users wrote engine.port.
-    loc = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and p in kinds))
-    msg = err["msg"]
-    if err["type"] == "union_tag_invalid":
-        msg = f"unknown engine kind {err['input'].get('kind')!r}" if isinstance(err["input"], dict) else msg
-        ctx = err.get("ctx") or {}
-        if ctx.get("expected_tags"):
-            msg += f" (known: {ctx['expected_tags']})"
-    elif err["type"] == "extra_forbidden":
-        msg = "unknown field"
-    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"{source}: {loc or 'config'}: {msg}{more}"
-
-
-def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str = "config") -> RunConfig:
-    """Validate a config dict; raise ConfigError with one line naming the field."""
-    model = run_config_model(pm)
-    try:
-        return cast(RunConfig, model.model_validate(data))
-    except ValidationError as exc:
-        raise ConfigError(_format_error(exc, source, set(engine_config_classes(pm)))) from None
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

@@ -1,4 +1,6 @@
-"""Engine kinds, as plugins register them: ``register(ConfigClass, EngineClass)`` in ``register_engines``.
+"""Engine kinds, as plugins register them: ``register(ConfigClass, EngineClass)`` in ``register_engines``;
+and the run config validated against them (``validate_config``: the ``[engine]`` table is a union of
+the registered config classes).
 
 The config class's ``kind`` (a ``Literal`` default) names the kind; the engine class is what the runner
 builds for it, so no plugin checks ``config.kind`` itself. Two plugins registering one kind is an
@@ -9,16 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any, Union, cast
 
 import pluggy
+from pydantic import BaseModel, Field, ValidationError, create_model
 
-from infermatrix.core.config import ConfigError, EngineConfig
+from infermatrix.core.config import ConfigError, EngineConfig, LoopConfig, MatrixConfig, RunConfig, StoreConfig, Strict, ValidityConfig
+from infermatrix.core.engine.contract import Engine
 
-if TYPE_CHECKING:
-    from infermatrix.core.engine.contract import Engine
-
-__all__ = ["PluginError", "EngineEntry", "engine_registry", "build_engine"]
+__all__ = ["PluginError", "EngineEntry", "engine_registry", "build_engine", "engine_config_classes", "run_config_model", "validate_config"]
 
 
 class PluginError(ConfigError):
@@ -44,8 +45,6 @@ def _kind_of(cls: Any, plugin: str) -> str:
 
 def engine_registry(pm: pluggy.PluginManager) -> dict[str, EngineEntry]:
     """Every engine kind the loaded plugins register, in registration order."""
-    from infermatrix.core.engine.contract import Engine
-
     entries: dict[str, EngineEntry] = {}
     # Called one implementation at a time so each registration is known by its plugin's name.
     for impl in pm.hook.register_engines.get_hookimpls():
@@ -78,3 +77,51 @@ def build_engine(pm: pluggy.PluginManager, config: EngineConfig, workdir: Path) 
     if entry is None or entry.engine is None:
         return None
     return entry.engine(config, workdir)
+
+
+def engine_config_classes(pm: pluggy.PluginManager) -> dict[str, type[EngineConfig]]:
+    """Every engine config class that plugins registered, by kind."""
+    return {kind: entry.config for kind, entry in engine_registry(pm).items()}
+
+
+def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
+    """The ``RunConfig`` model for the engines this plugin manager knows."""
+    arms = tuple(engine_config_classes(pm).values())
+    # Any: a type built at run time from the plugins' config classes, which no checker can see.
+    engine_type: Any = Annotated[Union[arms], Field(discriminator="kind")] if len(arms) > 1 else arms[0]
+    return create_model(
+        "RunConfig",
+        __base__=Strict,
+        name=(str | None, None),
+        engine=(engine_type, ...),
+        matrix=(MatrixConfig, Field(default_factory=MatrixConfig)),
+        loops=(LoopConfig, Field(default_factory=LoopConfig)),
+        validity=(ValidityConfig, Field(default_factory=ValidityConfig)),
+        store=(StoreConfig, Field(default_factory=StoreConfig)),
+        hardware=(dict[str, Any], Field(default_factory=dict)),
+    )
+
+
+def _format_error(exc: ValidationError, source: str, kinds: set[str]) -> str:
+    err = exc.errors()[0]
+    # pydantic puts the union arm's tag in the location (engine.sim.port): drop it, users wrote engine.port.
+    loc = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and p in kinds))
+    msg = err["msg"]
+    if err["type"] == "union_tag_invalid":
+        msg = f"unknown engine kind {err['input'].get('kind')!r}" if isinstance(err["input"], dict) else msg
+        ctx = err.get("ctx") or {}
+        if ctx.get("expected_tags"):
+            msg += f" (known: {ctx['expected_tags']})"
+    elif err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{source}: {loc or 'config'}: {msg}{more}"
+
+
+def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str = "config") -> RunConfig:
+    """Validate a config dict; raise ConfigError with one line naming the field."""
+    model = run_config_model(pm)
+    try:
+        return cast(RunConfig, model.model_validate(data))
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc, source, set(engine_config_classes(pm)))) from None

@@ -8,7 +8,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import anyio
 import httpx
 
-from infermatrix.core.config import validate_config
+from infermatrix.core.registry import validate_config
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.registry import build_engine
 

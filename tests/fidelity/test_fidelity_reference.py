@@ -22,7 +22,8 @@ import httpx
 import pytest
 from reference_numbers import find_reference, load_reference
 
-from infermatrix.core.config import load_config, validate_config
+from infermatrix.core.config import load_config
+from infermatrix.core.registry import validate_config
 from infermatrix.core.run.planning import over_capacity_reason
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.types import Capacity

@@ -14,7 +14,7 @@ import psutil
 import pytest
 from vllm_helpers import KEY_VAR, cli, processes_using
 
-from infermatrix.core.config import validate_config
+from infermatrix.core.registry import validate_config
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.registry import build_engine
 
