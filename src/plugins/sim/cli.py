@@ -29,7 +29,7 @@ def sim() -> None:
               help="serve one metric family under NAME, e.g. running=toy:running (roles: see docs/sim.md)")
 def sim_serve(profile, host, port, max_num_seqs, metric_prefix, metric_names) -> None:
     """Serve the OpenAI API from the simulated engine."""
-    from infermatrix.core.config import ConfigError
+    from infermatrix.plugin import ConfigError
     from infermatrix.plugins.sim.profile import load_profile
     from infermatrix.plugins.sim.server import serve
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from infermatrix.core.config import ConfigError, Strict
+from infermatrix.plugin import ConfigError, Strict
 from infermatrix.plugins.sim.faults import SimFaults
 
 __all__ = ["METRIC_ROLES", "LoopProfile", "FrontendTable", "SimProfile", "load_profile", "builtin_profiles", "PROFILE_DIR"]

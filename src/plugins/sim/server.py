@@ -307,7 +307,7 @@ def serve(profile: SimProfile, host: str = "127.0.0.1", port: int = 8000) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    from infermatrix.core.config import ConfigError
+    from infermatrix.plugin import ConfigError
 
     ap = argparse.ArgumentParser(prog="python -m infermatrix.plugins.sim.server", description="Serve a simulated engine.")
     ap.add_argument("--profile", default="demo", help="built-in name, or a .toml/.json profile file")
