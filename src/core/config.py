@@ -54,6 +54,22 @@ class EngineConfig(Strict):
     kv_tokens: int | None = Field(None, gt=0)
     max_seqs: int | None = Field(None, gt=0)
     max_model_len: int | None = Field(None, gt=0)
+    tokenizer: str | None = Field(None, description="a tokenizer.json, or a model directory holding one: prompts are sized "
+                                  "with it (the `tokenizers` package), with no /tokenize or usage requests to the engine")  # fmt: skip
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_exists(cls, v: str | None) -> str | None:
+        # Said before the run exists (a wrong path is a config mistake, not a failed run).
+        if v is not None:
+            p = Path(v).expanduser()
+            if not (p / "tokenizer.json" if p.is_dir() else p).is_file():
+                raise ValueError(f"no tokenizer.json at {v}")
+            import importlib.util
+
+            if importlib.util.find_spec("tokenizers") is None:
+                raise ValueError("needs the `tokenizers` package: pip install 'infermatrix[tokenizer]'")
+        return v
 
     def known_max_model_len(self) -> int | None:
         """``max_model_len`` as known before anything is launched (``None``: ask the server).
@@ -101,6 +117,8 @@ class MatrixConfig(Strict):
     api: Literal["completions", "chat"] = "completions"
     prompt_mode: Literal["distinct", "shared"] = "distinct"
     seed: int = 0
+    workload: str | None = Field(None, description="the plugin whose make_workload builds the prompts (infermatrix plugins lists them); "
+                                 "default: the only one registered (the built-in `workload`)")  # fmt: skip
     warmup: bool = True
     warm_reuse: bool = Field(True, description="skip the warm-up of prompts the engine's KV cache must still hold (docs/metrics.md, Warm-up)")
     warmup_concurrency: int | None = Field(None, gt=0, description="warm-up requests in flight; default: ~32K prompt tokens' worth, at most N")

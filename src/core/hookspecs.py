@@ -64,6 +64,16 @@ def make_workload(config: MatrixConfig, tokenizer: Tokenizer) -> Workload | None
     """
 
 
+@hookspec(firstresult=True)
+def local_tokenizer(config: EngineConfig, model: str, api: str) -> Tokenizer | None:
+    """A tokenizer the harness holds for ``model`` (e.g. from the model directory), or ``None``.
+
+    When one answers, prompts are sized with it and the engine's tokenize endpoint is not used (an engine
+    without one need not fall back to usage counting). Its ``count`` must count as the server does for
+    ``api`` (``chat``: with the chat template); an optional ``count_output(text)`` counts generated text.
+    The config's ``engine.tokenizer`` wins over every answer."""
+
+
 @hookspec
 def detect_loop(text: str, output_tokens: int, config: LoopConfig) -> LoopFinding | None:
     """Return evidence that ``text`` (one request's output) repeats itself, or ``None``.

@@ -19,7 +19,10 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 from infermatrix.core.config import ConfigError, EngineConfig, LoopConfig, MatrixConfig, RunConfig, StoreConfig, Strict, ValidityConfig
 from infermatrix.core.engine.contract import Engine
 
-__all__ = ["PluginError", "EngineEntry", "engine_registry", "build_engine", "engine_config_classes", "run_config_model", "validate_config"]
+__all__ = [
+    "PluginError", "EngineEntry", "engine_registry", "build_engine", "engine_config_classes", "run_config_model", "validate_config",
+    "workload_plugins", "choose_workload", "make_workload",
+]
 
 
 class PluginError(ConfigError):
@@ -106,7 +109,7 @@ def _format_error(exc: ValidationError, source: str, kinds: set[str]) -> str:
     err = exc.errors()[0]
     # pydantic puts the union arm's tag in the location (engine.sim.port): drop it, users wrote engine.port.
     loc = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and p in kinds))
-    msg = err["msg"]
+    msg = err["msg"].removeprefix("Value error, ")  # pydantic's label for a validator's own message
     if err["type"] == "union_tag_invalid":
         msg = f"unknown engine kind {err['input'].get('kind')!r}" if isinstance(err["input"], dict) else msg
         ctx = err.get("ctx") or {}
@@ -122,6 +125,42 @@ def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str 
     """Validate a config dict; raise ConfigError with one line naming the field."""
     model = run_config_model(pm)
     try:
-        return cast(RunConfig, model.model_validate(data))
+        cfg = cast(RunConfig, model.model_validate(data))
     except ValidationError as exc:
         raise ConfigError(_format_error(exc, source, set(engine_config_classes(pm)))) from None
+    try:
+        choose_workload(pm, cfg.matrix.workload)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    return cfg
+
+
+def workload_plugins(pm: pluggy.PluginManager) -> list[str]:
+    """The names of the plugins that implement ``make_workload``, in registration order."""
+    return [impl.plugin_name for impl in reversed(pm.hook.make_workload.get_hookimpls())]
+
+
+def choose_workload(pm: pluggy.PluginManager, name: str | None) -> str:
+    """The workload plugin a run uses: ``matrix.workload``, else the only one registered. Two or more
+    without a choice is an error naming them (a third-party workload never replaces the built-in silently)."""
+    names = workload_plugins(pm)
+    if name is not None:
+        if name not in names:
+            raise ConfigError(f"matrix.workload: no workload plugin {name!r} (registered: {', '.join(names) or 'none'})")
+        return name
+    if not names:
+        raise ConfigError("no plugin implements make_workload: the run has no prompt builder")
+    if len(names) > 1:
+        listed = " and ".join(repr(n) for n in names)
+        raise ConfigError(f"workloads {listed} are both registered; choose one with matrix.workload = NAME")
+    return names[0]
+
+
+def make_workload(pm: pluggy.PluginManager, config: MatrixConfig, tokenizer: Any) -> Any:
+    """The prompt builder of the chosen workload plugin (``choose_workload``)."""
+    name = choose_workload(pm, config.workload)
+    impl = next(i for i in pm.hook.make_workload.get_hookimpls() if i.plugin_name == name)
+    workload = impl.function(config=config, tokenizer=tokenizer)
+    if workload is None:
+        raise ConfigError(f"matrix.workload: plugin {name!r} built no workload for this matrix")
+    return workload

@@ -23,10 +23,11 @@ from infermatrix.core.config import RunConfig
 from infermatrix.core.contexts import format_context
 from infermatrix.core.engine.contract import Engine, EngineError
 from infermatrix.core.engine.telemetry import GpuSampler
+from infermatrix.core.registry import make_workload
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport, down_reason, guarded
 from infermatrix.core.measure.cell import CellRunner
 from infermatrix.core.measure.steady import METRICS_NOT_FOUND
-from infermatrix.core.measure.tokenizer import pick_tokenizer
+from infermatrix.core.measure.tokenizer import FileTokenizer, UsageTokenizer, pick_tokenizer
 from infermatrix.core.measure.warmth import WarmCache
 from infermatrix.core.run.accounting import account, apply_validity, cell_detail, partial_cell, redact_result, rejected_everything
 from infermatrix.core.run.planning import known_max_model_len, over_capacity_cells, over_capacity_reason, resolve_capacity
@@ -100,7 +101,7 @@ class MatrixRun:
         info, _metrics_text, capacity, tokenizer = await start_up(engine, self.client, self.transport, self.console, self._describe, self.clock)
         self.capacity = capacity
         self.max_model_len = info.max_model_len or cfg.engine.max_model_len
-        self.workload = self.pm.hook.make_workload(config=m, tokenizer=tokenizer)
+        self.workload = make_workload(self.pm, m, tokenizer)
         store.update_run(
             self.run_id, engine=info.engine, engine_version=info.version, model=info.model, hardware={**info.hardware, **cfg.hardware},
             launch_command=info.launch_command, max_model_len=self.max_model_len, kv_tokens=capacity.kv_tokens,
@@ -120,15 +121,28 @@ class MatrixRun:
         self.gauges_state = record_gauges(self.store, self.run_id, self.runner, engine.traits, state, self.console)
 
     async def _describe(self, phase: Phase) -> tuple[EngineInfo, str | None, Capacity, Any]:
-        engine, client, m = self.engine, self.client, self.cfg.matrix
+        engine, client = self.engine, self.client
         phase("describe")
         info = await engine.describe(client)
         phase("capacity")
         metrics_text = await engine.metrics_page(client)
         capacity = resolve_capacity(self.pm, self.cfg, info, metrics_text, await engine.read_capacity(client))
         phase("tokenizer")
-        tokenizer = await pick_tokenizer(client, engine.base_url, info.model, m.api, engine.headers, engine.traits.tokenize)
-        return info, metrics_text, capacity, tokenizer
+        return info, metrics_text, capacity, await self._tokenizer(info.model)
+
+    async def _tokenizer(self, model: str) -> Any:
+        """``engine.tokenizer`` (a local tokenizer.json), else a plugin's ``local_tokenizer``, else the
+        engine's tokenize endpoint, else its usage counts (core/measure/tokenizer.py)."""
+        engine, client, m = self.engine, self.client, self.cfg.matrix
+        path = self.cfg.engine.tokenizer
+        local = FileTokenizer(path, m.api) if path else self.pm.hook.local_tokenizer(config=self.cfg.engine, model=model, api=m.api)
+        if local is None:
+            return await pick_tokenizer(client, engine.base_url, model, m.api, engine.headers, engine.traits.tokenize)
+        if isinstance(local, FileTokenizer) and m.api == "chat":  # the chat template's tokens, measured once
+            await local.calibrate_chat(UsageTokenizer(client, engine.base_url, model, m.api, engine.headers))
+        if not getattr(local, "source", None):
+            local.source = f"local ({type(local).__name__})"
+        return local
 
     async def _probe_gauges(self, phase: Phase) -> str:
         phase("gauges")

@@ -7,6 +7,7 @@ from typing import Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from infermatrix.plugins.sim.profile import CAPACITY_GAUGES
 from infermatrix.plugins.sim.scheduler import Scheduler
 
 __all__ = ["render_metrics", "CONTENT_TYPE"]
@@ -59,6 +60,10 @@ class _Collector:
                                          "num_cpu_blocks", "num_gpu_blocks", "num_gpu_blocks_override"])  # fmt: skip
         info.add_metric([str(p.block_size), "auto", str(p.prefix_cache_tokens > 0), "0.9", "0", str(p.num_gpu_blocks), "None"], 1.0)
         yield info
+        # Capacity as plain gauges, for engines that publish it so (profile capacity_gauges; none by default).
+        values = {"kv_tokens": p.kv_tokens, "max_seqs": p.max_num_seqs}
+        for role, name in p.capacity_gauges.items():
+            yield gauge(name, CAPACITY_GAUGES[role], values[role])
 
 
 def render_metrics(sched: Scheduler) -> bytes:

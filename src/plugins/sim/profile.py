@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError, model_validator
 from infermatrix.plugin import ConfigError, Strict
 from infermatrix.plugins.sim.faults import SimFaults
 
-__all__ = ["METRIC_ROLES", "LoopProfile", "FrontendTable", "SimProfile", "load_profile", "builtin_profiles", "PROFILE_DIR"]
+__all__ = ["METRIC_ROLES", "CAPACITY_GAUGES", "LoopProfile", "FrontendTable", "SimProfile", "load_profile", "builtin_profiles", "PROFILE_DIR"]
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 
@@ -35,6 +35,9 @@ METRIC_ROLES: dict[str, str] = {
     "request_success": "request_success",
     "cache_config": "cache_config_info",
 }
+
+# Capacity published as plain gauges (off unless the profile names them): role -> what the gauge holds.
+CAPACITY_GAUGES: dict[str, str] = {"kv_tokens": "KV-cache size in tokens", "max_seqs": "most sequences running at once"}
 
 
 class LoopProfile(Strict):
@@ -140,11 +143,16 @@ class SimProfile(Strict):
     continuous_usage_stats: bool = True
     usage_gap_every: int = Field(0, ge=0, description="with continuous usage, every k-th output chunk carries none (0: never)")
     metrics: bool = True
+    tokenize: bool = Field(True, description="false: no /tokenize endpoint (404), as servers without one (TensorRT-LLM's, hosted APIs)")
+    tokenizer_file: str | None = Field(None, description="count tokens with this tokenizer.json (or a model directory holding one; "
+                                       "needs the `tokenizers` package) instead of the regex tokenizer")  # fmt: skip
     # The sim's metric families are named as vLLM names them (the prefix ``vllm:`` + vLLM's names); an
     # engine plugin under test can have them served under its own names instead.
     metric_prefix: str = Field("vllm:", description="prefix of every metric family on /metrics")
     metric_names: dict[str, str] = Field(default_factory=dict, description="role -> full family name, replacing "
                                          "prefix + the default name (roles: " + ", ".join(METRIC_ROLES) + ")")  # fmt: skip
+    capacity_gauges: dict[str, str] = Field(default_factory=dict, description="publish capacity as plain gauges: "
+                                            "kv_tokens and/or max_seqs -> a family name, e.g. {kv_tokens = 'toy:kv_cache_tokens'}")  # fmt: skip
     seed: int = 0
     loop: LoopProfile = Field(default_factory=LoopProfile)
     faults: SimFaults = Field(default_factory=SimFaults, description="what goes wrong, on purpose (faults.py)")
@@ -161,6 +169,9 @@ class SimProfile(Strict):
         unknown = sorted(set(self.metric_names) - set(METRIC_ROLES))
         if unknown:
             raise ValueError(f"metric_names: unknown role {unknown[0]!r} (roles: {', '.join(METRIC_ROLES)})")
+        unknown = sorted(set(self.capacity_gauges) - set(CAPACITY_GAUGES))
+        if unknown:
+            raise ValueError(f"capacity_gauges: unknown role {unknown[0]!r} (roles: {', '.join(CAPACITY_GAUGES)})")
         if self.kv_tokens % self.block_size:
             raise ValueError(f"kv_tokens ({self.kv_tokens}) must be a multiple of block_size ({self.block_size})")
         if self.kv_tokens < self.max_model_len:

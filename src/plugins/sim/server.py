@@ -70,6 +70,7 @@ class _SSE(StreamingResponse):
 
 
 def create_app(profile: SimProfile) -> Starlette:
+    tok.use_tokenizer_file(profile.tokenizer_file)
     sched = Scheduler(profile)
     faults = FaultState(profile.faults)  # fault injection and the API key: every hook is a `faults.` call
     model_entry = {"id": profile.model, "object": "model", "created": 0, "owned_by": "infermatrix-sim",
@@ -252,7 +253,7 @@ def create_app(profile: SimProfile) -> Starlette:
         Route("/health", health, methods=["GET"]),
         Route("/version", version, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
-        Route("/tokenize", tokenize, methods=["POST"]),
+        *([Route("/tokenize", tokenize, methods=["POST"])] if profile.tokenize else []),  # off: as servers without one
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
