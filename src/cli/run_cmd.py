@@ -26,10 +26,13 @@ _NEW_RUN_FLAGS = ("--engine", "--base-url", "--model", "--contexts", "--prefill-
 @click.command(cls=OneLineErrors)
 @click.argument("config_file", required=False, type=click.Path(dir_okay=False))
 @click.option("--db", default=None, help=f"results database (default ./{DEFAULT_DB}, or the config's store.db)")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="override a config field, e.g. matrix.duration_s=5")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="override a config field, e.g. matrix.duration_s=5; engine.<field> reaches the engine kind's own fields too (docs/plugins.md)")
 @click.option("--resume", "resume_id", default=None, metavar="RUN_ID", help="run only the missing cells of a stored run, with its stored config")
 @click.option("--retry-errors", is_flag=True, help="with --resume: run the cells that ended in error again too")
-@click.option("--engine", "engine_kind", default=None, help="engine kind when attaching without a config (e.g. openai)")
+@click.option("--engine", "engine_kind", default=None,
+              help="engine kind (e.g. openai, vllm; `infermatrix plugins` lists them): without a config, with --base-url it "
+                   "attaches, else it launches (set the kind's fields with --set engine.<field>=...); with a config, it replaces engine.kind")
 @click.option("--base-url", default=None, help="attach to a running OpenAI-compatible server")
 @click.option("--model", default=None, help="served model name")
 @click.option("--contexts", default=None, help="decode-matrix contexts, e.g. 1K,2K")
