@@ -17,7 +17,7 @@ import httpx
 from infermatrix.core.config import ConfigError, EngineConfig
 from infermatrix.core.engine.process import ChildProcess
 from infermatrix.core.redact import redact_argv, redact_text, shell_join
-from infermatrix.core.engine.traits import EngineTraits
+from infermatrix.core.engine.traits import EngineTraits, HttpCall
 from infermatrix.core.types import Capacity, EngineInfo
 
 __all__ = ["Engine", "AttachEngine", "LaunchedEngine", "EngineError", "free_port", "connect_host", "normalize_base_url", "probe_reachable", "missing_executable"]
@@ -239,6 +239,26 @@ class Engine(abc.ABC):
         answers wins over this; ``engine.kv_tokens`` / ``engine.max_seqs`` in the config win over both.
         """
         return None
+
+    async def reset_prefix_cache(self, client: httpx.AsyncClient) -> str | None:
+        """Empty the engine's prefix cache, as its traits say (``prefix_cache_reset``); the runner calls it before
+        every prefill probe, so a cold probe is cold even when a prompt repeats. ``None`` when the engine declares
+        no way; else ``"ok"`` or why the engine refused (a refusal is noted, not an error)."""
+        return await self._declared_call(client, self.traits.prefix_cache_reset)
+
+    async def abort_requests(self, client: httpx.AsyncClient) -> str | None:
+        """Abort every request the engine still holds, as its traits say (``abort``); the runner calls it at the
+        end of every decode cell, so nothing of one cell runs on into the next. Answers as :meth:`reset_prefix_cache`."""
+        return await self._declared_call(client, self.traits.abort)
+
+    async def _declared_call(self, client: httpx.AsyncClient, call: HttpCall | None) -> str | None:
+        if call is None:
+            return None
+        if "{" in call.path:  # a per-request or per-slot path: only the plugin knows the values (it overrides the method)
+            return f"not called: {call.path} needs values only the engine plugin has"
+        body = dict(call.body) if call.body is not None else None
+        r = await client.request(call.method, f"{self.base_url}{call.path}", json=body, headers=self.headers, timeout=30)
+        return "ok" if r.status_code < 400 else f"{call.method} {call.path} answered {r.status_code}: {r.text[:160]}"
 
 
 class AttachEngine(Engine):

@@ -72,6 +72,7 @@ class MatrixRun:
     sources: set[str] = field(default_factory=set)  # token sources of the valid cells, for the run's header
     rejected: int = 0  # units in a row in which the engine failed every request
     rtts: list[float] = field(default_factory=list)  # round trips of an empty request: the client's share of every TTFT
+    notes: set[str] = field(default_factory=set)  # refusals already said once
 
     async def run(self, todo: tuple[list[int], list[tuple[int, int]]]) -> None:
         """The whole matrix: start-up, the prefill probes, the client's round trip, the decode cells."""
@@ -195,7 +196,8 @@ class MatrixRun:
         await self.ensure_up()
         recover = False
         try:
-            probe = functools.partial(probe_prefill, self.runner, self.workload, ctx, self.max_model_len, self.run_id, self.rtts, self.phase)
+            reset = self.reset_prefix_cache if self.engine.traits.prefix_cache_reset is not None else None
+            probe = functools.partial(probe_prefill, self.runner, self.workload, ctx, self.max_model_len, self.run_id, self.rtts, self.phase, reset)
             result = await guarded(self.engine, self.client, self.transport, probe)
         except EngineDown as down:
             reason, _ = await self.went_down(down.why)
@@ -219,6 +221,15 @@ class MatrixRun:
             await self.recover()
         else:
             self.judge(result)
+
+    async def reset_prefix_cache(self) -> None:
+        """The engine's prefix cache emptied (before each prefill probe): nothing is warm after it. A refusal is
+        said once; the probes' never-seen prompts still keep them cold."""
+        note = await self.engine.reset_prefix_cache(self.client)
+        self.runner.warmth.forget()
+        if note is not None and not note.startswith("ok") and note not in self.notes:
+            self.notes.add(note)
+            self.console.print(f"  [yellow]prefix-cache reset before a prefill probe: {self.engine.redact(note)}[/]", highlight=False)
 
     async def client_overhead(self) -> None:
         """The run's ``client_overhead_ms`` (not measured when the engine fails it; the next health check brings it back)."""
@@ -265,7 +276,11 @@ class MatrixRun:
         async def measure() -> CellResult:
             phase("prompts")
             cell_prompts = [await self.prompt_for(ctx, 0 if m.prompt_mode == "shared" else i) for i in range(n)]
-            return await runner.measure(ctx, cell_prompts)
+            result = await runner.measure(ctx, cell_prompts)
+            if self.engine.traits.abort is not None:  # nothing of this cell runs on into the next
+                phase("drain")
+                result.flags["abort"] = await self.engine.abort_requests(self.client)
+            return result
 
         gpu_samples: list[Any] = []
         try:

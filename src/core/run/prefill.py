@@ -17,7 +17,7 @@ from __future__ import annotations
 import secrets
 import statistics
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import httpx
 
@@ -42,8 +42,11 @@ async def round_trip_ms(client: httpx.AsyncClient, base_url: str, headers: dict[
 
 
 async def probe_prefill(runner: CellRunner, workload: Any, ctx: int, max_model_len: int | None, run_id: str,
-                        rtts: list[float], on_phase: Any = None) -> PrefillResult:  # fmt: skip
-    """One prefill point: a throwaway probe, then ``prefill_samples`` cold ones; ``rtts`` gains a round trip per probe."""
+                        rtts: list[float], on_phase: Any = None, reset: Callable[[], Awaitable[Any]] | None = None) -> PrefillResult:  # fmt: skip
+    """One prefill point: a throwaway probe, then ``prefill_samples`` cold ones; ``rtts`` gains a round trip per probe.
+
+    ``reset`` (where the engine declares a prefix-cache reset) is awaited before every probe: the probes' prompts
+    are never-seen already, and with the cache emptied too a probe is cold even if a prompt repeats."""
     target, note = prefill_target(ctx, max_model_len)
     if on_phase is not None:
         on_phase("prompts", None)
@@ -55,6 +58,8 @@ async def probe_prefill(runner: CellRunner, workload: Any, ctx: int, max_model_l
     for i, prompt in enumerate(prompts):
         if on_phase is not None:
             on_phase(f"prefill {i}/{k}" if i else "prefill (throwaway)", None)
+        if reset is not None:
+            await reset()
         rtt = await round_trip_ms(runner.client, runner.base_url, runner.headers)
         if rtt is not None:
             rtts.append(rtt)

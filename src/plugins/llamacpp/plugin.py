@@ -187,6 +187,13 @@ class LlamaCppEngine(LaunchedEngine):
             erased += 1
         return erased
 
+    async def reset_prefix_cache(self, client: httpx.AsyncClient) -> str | None:
+        """The runner's reset before a prefill probe: every slot erased (see :meth:`erase_slots`)."""
+        try:
+            return f"ok ({await self.erase_slots(client)} slots erased)"
+        except EngineError as exc:
+            return str(exc)
+
 
 # ---- hooks ------------------------------------------------------------------------------------
 

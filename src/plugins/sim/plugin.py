@@ -20,6 +20,7 @@ from infermatrix.plugin import (
     EngineConfig,
     EngineInfo,
     EngineTraits,
+    HttpCall,
     LaunchedEngine,
     MetricNames,
     TokenizeAPI,
@@ -70,8 +71,9 @@ def sim_traits(profile: SimProfile) -> EngineTraits:
         prompt_tokens=f("prompt_tokens"), preemptions=f("preemptions"),
     ) if profile.metrics else None  # fmt: skip
     return EngineTraits(
-        metrics=metrics, tokenize=TokenizeAPI(), version_path="/version",
+        metrics=metrics, tokenize=TokenizeAPI() if profile.tokenize else None, version_path="/version",
         per_chunk_usage=profile.continuous_usage_stats, ignore_eos=True,
+        prefix_cache_reset=HttpCall("POST", "/reset_prefix_cache"), abort=HttpCall("POST", "/abort_request", {"abort_all": True}),
     )
 
 

@@ -55,7 +55,7 @@ class Scheduler:
         self.steps: deque[tuple[float, float, float, int, int, float]] = deque(maxlen=profile.truth_max_steps)
         self.counters = dict.fromkeys(
             ("prompt_tokens", "generation_tokens", "cache_queries", "cache_hits", "requests", "finished_stop",
-             "finished_length", "aborted", "steps", "resyncs", "preemptions"), 0)  # fmt: skip
+             "finished_length", "aborted", "steps", "resyncs", "preemptions", "cache_resets", "abort_calls"), 0)  # fmt: skip
         self.max_lag_s = 0.0
         self._n = 0
         self._decode_wake = asyncio.Event()
@@ -127,6 +127,19 @@ class Scheduler:
         seq.aborted = True
         self.counters["aborted"] += 1
         self._done(seq, time.monotonic(), "abort", release=state not in ("waiting", "intake"))
+
+    def reset_prefix_cache(self) -> None:
+        """``POST /reset_prefix_cache``: the prefix cache emptied (KV of admitted sequences stays)."""
+        self.lru.clear()
+        self.counters["cache_resets"] += 1
+
+    def abort_all(self) -> int:
+        """``POST /abort_request`` with ``abort_all``: every sequence not done yet is aborted; how many."""
+        self.counters["abort_calls"] += 1
+        seqs = [s for s in self.live if s.state not in ("done", "new")]
+        for seq in seqs:
+            self.abort(seq)
+        return len(seqs)
 
     def _need(self, seq: Seq) -> int:
         shared = 0

@@ -136,6 +136,19 @@ def create_app(profile: SimProfile) -> Starlette:
         sched.reset(cache=request.query_params.get("cache") in ("1", "true", "yes"))
         return _json({"ok": True})
 
+    async def reset_prefix_cache(request: Request) -> Response:  # vLLM's endpoint (its dev mode)
+        sched.reset_prefix_cache()
+        return _json({"ok": True})
+
+    async def abort_request(request: Request) -> Response:  # SGLang's shape: {"abort_all": true}
+        try:
+            body = await _body(request)
+        except ApiError as exc:
+            return _error(exc)
+        if not (isinstance(body, dict) and body.get("abort_all") is True):
+            return _error(ApiError(400, "only {\"abort_all\": true} is supported", param="abort_all"))
+        return _json({"ok": True, "aborted": sched.abort_all()})
+
     async def tokenize_info(request: Request) -> Response:
         out: dict[str, Any] = {}
         for kind in ("prompt", "output"):
@@ -257,6 +270,8 @@ def create_app(profile: SimProfile) -> Starlette:
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
+        Route("/reset_prefix_cache", reset_prefix_cache, methods=["POST"]),
+        Route("/abort_request", abort_request, methods=["POST"]),
         Route("/debug/truth", truth, methods=["GET"]),
         Route("/debug/reset", reset, methods=["POST"]),
         Route("/debug/profile", profile_info, methods=["GET"]),
