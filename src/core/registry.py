@@ -129,7 +129,8 @@ def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str 
     except ValidationError as exc:
         raise ConfigError(_format_error(exc, source, set(engine_config_classes(pm)))) from None
     try:
-        choose_workload(pm, cfg.matrix.workload)
+        if workload_plugins(pm) or cfg.matrix.workload is not None:  # none at all is said when a run needs one
+            choose_workload(pm, cfg.matrix.workload)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     return cfg
