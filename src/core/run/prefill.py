@@ -25,7 +25,7 @@ from infermatrix.core.measure.cell import CellRunner
 from infermatrix.core.run.planning import prefill_target
 from infermatrix.core.types import PrefillResult, PrefillSample
 
-__all__ = ["probe_prefill", "round_trip_ms", "RTT_PATH"]
+__all__ = ["probe_prefill", "prefill_point", "round_trip_ms", "RTT_PATH"]
 
 RTT_PATH = "/v1/models"  # the one request every OpenAI-compatible server answers, with no work behind it
 
@@ -74,8 +74,16 @@ async def probe_prefill(runner: CellRunner, workload: Any, ctx: int, max_model_l
         why = failed.outcome if failed is not None else "no first token"
         return PrefillResult(context_tokens=ctx, prompt_tokens=samples[-1].prompt_tokens, ttft_ms=None, prompt_tps=None,
                              status="error", reason=why, samples=samples)  # fmt: skip
+    tokens, ttft_ms, prompt_tps = prefill_point(kept, target)
+    runner.prefill_rates.add(ctx, tokens, ttft_ms / 1000.0)
+    return PrefillResult(context_tokens=ctx, prompt_tokens=tokens, ttft_ms=ttft_ms, prompt_tps=prompt_tps,
+                         status="valid", reason=note, samples=samples)  # fmt: skip
+
+
+def prefill_point(kept: list[PrefillSample], target: int) -> tuple[int, float, float]:
+    """(prompt_tokens, ttft_ms, prompt_tps) of a prefill point from its kept probes (docs/metrics.md, prefill
+    list): the medians of their prompt tokens (the target where the server did not say) and TTFTs, and
+    prompt_tps = prompt_tokens / TTFT (s)."""
     ttft_ms = statistics.median(s.ttft_ms for s in kept if s.ttft_ms is not None)
     tokens = int(statistics.median(s.prompt_tokens or target for s in kept))
-    runner.prefill_rates.add(ctx, tokens, ttft_ms / 1000.0)
-    return PrefillResult(context_tokens=ctx, prompt_tokens=tokens, ttft_ms=ttft_ms, prompt_tps=tokens / (ttft_ms / 1000.0),
-                         status="valid", reason=note, samples=samples)  # fmt: skip
+    return tokens, ttft_ms, tokens / (ttft_ms / 1000.0)
