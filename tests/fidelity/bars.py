@@ -28,6 +28,8 @@ PER_REQUEST_TPS_LONG_SPANS = 0.005
 TBT_LONG_SPANS = 0.005
 # Restarts take one round trip, during which a stream has no request in flight.
 AVG_ACTIVE = 0.05  # of N
+# The engine-corrected avg_active against its parts as stored: the waiting mean is stored rounded to 0.001.
+AVG_ROUNDING = 0.001
 # Decode TTFT (burst and restarts, joined to the server's requests by X-Request-Id): 3 %, plus what N simultaneous
 # starts queue in both event loops on two shared cores before either clock sees the request (~20 ms at N = 8
 # under CI load, measured): 2 ms per stream. N is the test's input, not a reported value.

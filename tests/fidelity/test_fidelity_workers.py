@@ -31,8 +31,11 @@ def runs(tmp_path_factory):
         out = {}
         for mode, extra in MODES.items():
             db = tmp / f"{mode}.duckdb"
+            # 256-token requests (~0.7 s spans) in 3 s windows, so the documented 1 % TBT bar is about the client,
+            # not about spans so short that one stamp's delay is 2 % of them (64-token requests read 1.6-2.4 %
+            # with five suites on the two cores); each stream still restarts several times in the window.
             proc = run_cli("run", "--engine", "sim", "--base-url", server.base_url, "--contexts", "1K", "--concurrency", "8",
-                           "--duration", "2", "--max-output", "64", "--db", str(db), "--set", f"matrix.seed={len(out)}", *extra)  # fmt: skip
+                           "--duration", "3", "--max-output", "256", "--db", str(db), "--set", f"matrix.seed={len(out)}", *extra)  # fmt: skip
             assert proc.returncode == 0, proc.stderr[-3000:]
             out[mode] = db
         yield server, out
