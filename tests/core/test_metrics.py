@@ -162,3 +162,25 @@ def test_prefill_point_is_the_median_probe_and_tokens_over_its_ttft():
     assert tps == pytest.approx(1024 / 0.110)
     # Where the server did not say how many prompt tokens, the target length stands in.
     assert prefill_point([probe(1, None, 50.0), probe(2, None, 60.0), probe(3, 1010, 70.0)], 1000)[0] == 1000
+
+
+def _events(*pairs):
+    r = RequestRecord(stream_index=0, seq=0, sent=0.0, first_token=pairs[0][0])
+    r.events = list(pairs)
+    r.ended = pairs[-1][0]
+    return r
+
+
+def test_request_rate_edges_of_the_first_arrival():
+    from infermatrix.core.measure.metrics import ARRIVAL_GROUP_S, request_rate
+
+    # Every in-window chunk arrived together (one read after a stall): no measured time, no rate.
+    assert request_rate(_events((1.0, 1), (1.0002, 1), (1.0004, 1)), 0.5, 2.0) is None
+    # A first arrival of exactly two chunks: the rate starts at the second, its tokens left out.
+    assert request_rate(_events((1.0, 1), (1.0005, 2), (1.2005, 3), (1.4005, 4)), 0.5, 2.0) == (7, pytest.approx(0.4))
+    # "Within 1 ms" includes 1 ms itself (0.0 + 0.001 is exactly 0.001 apart in binary floating point).
+    assert request_rate(_events((0.0, 1), (ARRIVAL_GROUP_S, 1), (0.5, 1)), 0.0, 1.0) == (1, pytest.approx(0.499))
+    # Two chunks, 0.3 s apart, one token after the first: a rate, however short the request.
+    assert request_rate(_events((1.0, 1), (1.3, 1)), 0.5, 2.0) == (1, pytest.approx(0.3))
+    # (A chunk carrying no tokens is never an event: chunks.py records only n > 0, and the tokenizer recount drops
+    # zeros, so `tokens <= 0` is a guard, not a case.)
