@@ -184,3 +184,18 @@ def test_request_rate_edges_of_the_first_arrival():
     assert request_rate(_events((1.0, 1), (1.3, 1)), 0.5, 2.0) == (1, pytest.approx(0.3))
     # (A chunk carrying no tokens is never an event: chunks.py records only n > 0, and the tokenizer recount drops
     # zeros, so `tokens <= 0` is a guard, not a case.)
+
+
+def test_short_spans_still_give_a_rate_and_e2e_runs_from_sent():
+    # One request, 5 chunks 20 ms apart inside a 0.2 s window: Σ spans 0.08 s, 4 tokens after the first.
+    r = RequestRecord(stream_index=0, seq=0, sent=0.9, first_token=1.01)
+    r.events = [(1.01 + 0.02 * k, 1) for k in range(5)]
+    r.ended, r.finish_reason = 1.09, "length"
+    s = window_stats([r], 1.0, 1.2)
+    assert s.per_request_tps == pytest.approx(4 / 0.08) and s.tbt_ms == pytest.approx(20.0)
+    assert s.e2e_values_s == [pytest.approx(1.09 - 0.9)]  # end to end: from sent, not from the clock's zero
+    assert s.total_tps == pytest.approx(5 / 0.2) and s.avg_active == pytest.approx((1.09 - 1.0) / 0.2)  # a window under 1 s
+    # A request that ended exactly as the window closed, or opened, finished inside it (both edges are inside).
+    at_end = RequestRecord(stream_index=1, seq=0, sent=1.0, first_token=1.1, ended=1.2, finish_reason="stop")
+    at_start = RequestRecord(stream_index=2, seq=0, sent=0.5, first_token=0.6, ended=1.0, finish_reason="stop")
+    assert window_stats([r, at_end, at_start], 1.0, 1.2).completed == 3
