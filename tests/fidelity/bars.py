@@ -44,9 +44,11 @@ PREFILL_TTFT_FLOOR_MS = 1.0
 # ... and, on the client's side only, LOOPBACK_MS: the client's TTFT holds the first token's loopback delivery
 # and both event loops, which the server's (first token - received) does not. A fixed figure measured
 # independently of the product's own report: scripts/ttft_overhead.py (the same probes against the sim's
-# `received`) and the 2.6 ms a client read over the server at 1K at load 2 on two cores (docs/metrics.md).
-# It does not widen with the run's client_overhead_ms.
-LOOPBACK_MS = 3.0
+# `received`) read at most 4.04 ms for one probe (medians 1.2-2.1 ms) at load 4.5 on two cores, and a client
+# read 2.6 ms over the server at 1K at load 2 (docs/metrics.md). It does not widen with the run's
+# client_overhead_ms. At load 7-12 (this session: five suites and a build on two cores) the excess reached
+# 11 ms at 1K and the test fails there, as it should: nothing in the product says its number is 10 % high.
+LOOPBACK_MS = 5.0
 
 # --- prompts --------------------------------------------------------------------------------------------------------
 # Exact in practice through /tokenize; the product's own tolerance for hitting a length (DESIGN §2.3).
