@@ -83,7 +83,7 @@ class Engine(abc.ABC):
     traits: EngineTraits = EngineTraits()
     attach: bool = True  # attached: someone else runs the server (launch mode sets False)
     # ``engine.kind = "auto"``: recognisers are asked in this order (lower first, then by kind name); the
-    # first yes wins. Built-ins: sim 10, trtllm 20, sglang 30, lmdeploy 40, llamacpp 50, vllm 60 (docs/engines.md).
+    # first yes wins. The built-ins use 10-60 (docs/engines.md lists them).
     recognise_order: int = 100
     detected: dict[str, Any] | None = None  # how ``auto`` chose this engine (set by the runner), else None
 

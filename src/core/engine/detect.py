@@ -61,7 +61,7 @@ class ProbeAnswer:
 
 @dataclass(frozen=True)
 class Recognition:
-    """A recogniser's yes: ``evidence`` says what showed it, in a few words ("/version + vllm: metrics")."""
+    """A recogniser's yes: ``evidence`` says what showed it, in a few words ("/version + the engine's metric names")."""
 
     evidence: str
     detail: dict[str, Any] = field(default_factory=dict)
