@@ -70,6 +70,12 @@ def test_sim_under_vllm_names_is_recognised_and_read(sim_factory, tmp_path):
     # The sim is a faithful imitation: vLLM's own recogniser says yes to it too (the sim's is asked first).
     said = _vllm_says(sim.base_url)
     assert said is not None and said.evidence == "/version + vllm: metrics"
+    # Resumed (one more cell), the stored config's kind is used as it is, and what was found stays on record.
+    proc = run_cli("resume", run["run_id"], "--db", str(db), "--set", "matrix.concurrency=[2, 1]")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "detected:" not in proc.stderr  # nothing probed again
+    again = _run_row(db)
+    assert len(again["cells"]) == 2 and again["engine_extra"]["detection"] == detection
 
 
 def test_sim_with_names_of_its_own_is_followed(sim_factory, tmp_path):
