@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import psutil
+import pytest
 
 ROOT = Path(__file__).parents[1]
 
@@ -27,6 +28,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def engine_absent(reason: str) -> None:
+    """The older name of :func:`engine_missing`, the engine told from the reason's words."""
+    engine_missing("llama-cpp" if "llama" in reason.lower() or "gguf" in reason.lower() else "vllm-cpu", reason)
 
 
 class SimServer:
@@ -133,8 +139,6 @@ def setup_log_tail(engine: str, lines: int = 12) -> str:
 def engine_missing(engine: str, why: str) -> None:
     """A real-engine test cannot run: skip it on a developer's machine; under CI=true fail it, naming the engine
     and showing the end of its set-up log, because a skip there is a check that cannot fail (issue 22)."""
-    import pytest
-
     if in_ci():
         pytest.fail(f"real engine {engine} missing under CI=true: {why}\n{setup_log_tail(engine)}", pytrace=False)
     pytest.skip(why)
