@@ -140,12 +140,13 @@ def test_ttft_counts_a_request_sent_exactly_at_the_window_end_and_not_one_withou
 
 def test_itl_values_are_per_token_gaps_inside_the_window():
     r = RequestRecord(stream_index=0, seq=0, sent=0.0, first_token=0.9)
-    r.events = [(0.9, 1), (1.0, 1), (1.02, 2), (1.05, 3)]
-    r.ended = 1.05
-    s = window_stats([r], 1.0, 2.0)
-    # gaps inside the window, each divided by the tokens its chunk carried; the chunk at 1.0 follows one before
-    assert s.itl_values_s == pytest.approx([0.1, 0.01, 0.01])
-    assert s.tbt_values_s == pytest.approx([0.05 / 5])  # after the first in-window arrival: 5 tokens over 50 ms
+    r.events = [(0.9, 1), (1.0, 1), (1.02, 2), (1.05, 3), (1.25, 2), (2.5, 1)]
+    r.ended = 2.5
+    s = window_stats([r], 1.0, 1.25)
+    # gaps inside the window (both edges inside), each divided by the tokens its chunk carried; the chunk at 1.0
+    # follows one before the window
+    assert s.itl_values_s == pytest.approx([0.1, 0.01, 0.01, 0.1])
+    assert s.tbt_values_s == pytest.approx([0.25 / 7])  # after the first in-window arrival: 7 tokens over 250 ms
 
 
 def test_prefill_point_is_the_median_probe_and_tokens_over_its_ttft():
@@ -199,3 +200,10 @@ def test_short_spans_still_give_a_rate_and_e2e_runs_from_sent():
     at_end = RequestRecord(stream_index=1, seq=0, sent=1.0, first_token=1.1, ended=1.2, finish_reason="stop")
     at_start = RequestRecord(stream_index=2, seq=0, sent=0.5, first_token=0.6, ended=1.0, finish_reason="stop")
     assert window_stats([r, at_end, at_start], 1.0, 1.2).completed == 3
+
+
+def test_a_single_token_after_the_first_arrival_is_a_rate():
+    r = RequestRecord(stream_index=0, seq=0, sent=0.0, first_token=1.0)
+    r.events, r.ended = [(1.0, 1), (1.25, 1)], 1.25
+    s = window_stats([r], 0.5, 2.0)
+    assert s.per_request_tps == pytest.approx(4.0) and s.tbt_ms == pytest.approx(250.0)
