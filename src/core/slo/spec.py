@@ -7,7 +7,8 @@ Keys are ``<metric>[_p<P>]_<unit>``:
 - ``tps_min``: a lower limit on a request's own decode rate (tok/s per user);
 - with ``_p<P>`` (``ttft_p99_ms``, ``tps_p99_min``) the limit is on the cell's P-th percentile
   (for ``tps``: P % of requests at least that fast); without, every request must meet it;
-- ``attainment=0.9``: the cell also needs at least this share of good requests (DistServe's 90 %).
+- ``attainment=0.9``: the cell needs at least this share of good requests (DistServe's 90 %); with it,
+  limits without a percentile are judged through attainment instead of on every request.
 
 A request is *good* when it meets every limit, whatever the percentile (docs/metrics.md, SLO).
 """

@@ -47,7 +47,8 @@ GROUP BY run_id, slo, context_tokens, concurrency, request_no;
 -- Per valid cell and SLO: attainment (good / judged requests) with its 95 % Wilson score interval, request
 -- and token goodput (good requests, and their output tokens, per second of the window), and whether the cell
 -- meets the SLO: every percentile limit holds on the cell's stored histograms (ttft; tpot and tps on tbt;
--- e2e), every per-request limit holds for every judged request, and attainment >= the goal when one is set.
+-- e2e), and attainment >= the goal when one is set; without a goal, every limit without a percentile holds
+-- for every judged request.
 -- meets is NULL when a limit cannot be judged (no requests, an empty histogram) and none fails.
 CREATE OR REPLACE VIEW slo_cells AS
 WITH slos AS (
@@ -100,8 +101,8 @@ SELECT
     coalesce(good_tokens, 0) / measured_s AS token_goodput,
     CASE
         WHEN coalesce(failed, 0) > 0 THEN false
-        WHEN has_per_request AND judged IS NOT NULL AND NOT per_request_ok THEN false
         WHEN attainment_goal IS NOT NULL AND p IS NOT NULL AND p < attainment_goal THEN false
+        WHEN attainment_goal IS NULL AND has_per_request AND judged IS NOT NULL AND NOT per_request_ok THEN false
         WHEN coalesce(unknown, 0) > 0 THEN NULL
         WHEN (has_per_request OR attainment_goal IS NOT NULL) AND judged IS NULL THEN NULL
         ELSE true
