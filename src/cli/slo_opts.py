@@ -7,7 +7,6 @@ from typing import Any, Callable
 
 import click
 
-from infermatrix.core.config import ConfigError
 
 __all__ = ["slo_options", "parse_slo_flags", "attach_slos"]
 

@@ -56,7 +56,9 @@ def parse_gauges(page: str, names: MetricNames) -> Gauges:
         wanted = {f: n for f, n in wanted.items() if f in ("running", "waiting", "kv_usage")}
     per_pos = wanted.pop("spec_accepted_per_pos", None)  # labelled by position: not summed
     values = scan_values(page, wanted.values())
-    g = Gauges(**{f: values.get(n) for f, n in wanted.items()})
+    g = Gauges()
+    for f, n in wanted.items():
+        setattr(g, f, values.get(n))
     if per_pos:
         found: dict[int, float] = {}
         for labels, value in metric_samples(page, per_pos):

@@ -133,7 +133,8 @@ def _frontier_table(r: SloReport, many_runs: bool) -> SloTable:
 
 
 def _engine_table(r: SloReport, many_runs: bool) -> SloTable | None:
-    shown = [e for e in r.engine_stats if e.get("acceptance_rate") is not None or e.get("prefix_cache_hit_rate") is not None]
+    shown = [e for e in r.engine_stats if e["status"] == "valid"  # a discarded cell's counters are evidence, not results
+             and (e.get("acceptance_rate") is not None or e.get("prefix_cache_hit_rate") is not None)]
     if not shown:
         return None
     rows = []
