@@ -59,11 +59,12 @@ def test_two_engines_on_one_contexts_frontier(sim_factory, tmp_path):
     assert first.returncode == 0, first.stderr[-2000:]
     second = run_cli("run", "--engine", "openai", "--base-url", sim.base_url, "--model", "sim-demo", "--set", "hardware.gpus=1", *common)
     assert second.returncode == 0, second.stderr[-2000:]
-    with Store(db) as s:
+    with Store(db, read_only=True) as s:
         runs = {rid: engine for rid, engine in s.query("SELECT run_id, engine FROM runs")[1]}
-        assert sorted(runs.values()) == ["openai", "sim"]
-        report = run_cli("compare", *runs, "--db", str(db), "--slo", "tpot_p99_ms=7", "--format", "html", "-o", str(tmp_path / "c.html"))
-        assert report.returncode == 0, report.stderr
+    assert sorted(runs.values()) == ["openai", "sim"]
+    report = run_cli("compare", *runs, "--db", str(db), "--slo", "tpot_p99_ms=7", "--format", "html", "-o", str(tmp_path / "c.html"))
+    assert report.returncode == 0, report.stderr
+    with Store(db, read_only=True) as s:
         valid = dict(s.query("SELECT run_id, count(*) FROM frontier WHERE context_label = '1K' GROUP BY run_id")[1])
         page = render_compare_html(s, list(runs))
     assert (tmp_path / "c.html").read_text(encoding="utf-8").count('id="frontier-1K"') == 1
