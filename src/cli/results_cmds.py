@@ -56,6 +56,13 @@ def print_report(store, run_id: str, fmt: str, output: str | None, console: Cons
     _write(text, output)
 
 
+def _open_for_slos(db: str, write: bool):
+    """The store, read-only unless an SLO or a price is to be stored; never a new database."""
+    if write and not Path(db).expanduser().exists():
+        fail(f"no database at {db} (nothing has been run with this --db yet)")
+    return open_store(db, read_only=not write)
+
+
 @click.command("report")
 @click.argument("run_id", required=False)
 @click.option("--db", default=DEFAULT_DB, show_default=True)
@@ -72,7 +79,7 @@ def report_cmd(run_id, db, fmt, output, slo_texts, gpu_hour_price) -> None:
     except ConfigError as exc:
         fail(str(exc))
     # An SLO or a price is stored with the run (so the views show it later too): that needs a write.
-    store = open_store(db, read_only=not (specs or price is not None))
+    store = _open_for_slos(db, bool(specs) or price is not None)
     try:
         rid = store.resolve_run(run_id)
         attach_slos(store, [rid], specs, price)
@@ -101,7 +108,7 @@ def compare(run_ids, db, fmt, output, slo_texts, gpu_hour_price) -> None:
         specs, price = parse_slo_flags(slo_texts, gpu_hour_price)
     except ConfigError as exc:
         fail(str(exc))
-    store = open_store(db, read_only=not (specs or price is not None))
+    store = _open_for_slos(db, bool(specs) or price is not None)
     try:
         ids = [store.resolve_run(r) for r in run_ids]
         attach_slos(store, ids, specs, price)

@@ -110,6 +110,9 @@ def test_report_slo_rejudges_the_stored_run_without_running(steps_run, tmp_path)
         assert s.query("SELECT max_concurrency_meeting FROM slo_capacity WHERE slo = 'ttft_p99_ms=2000,tpot_p99_ms=13'")[1] == [(2,)]
     bad = run_cli("report", "--db", str(db), "--slo", "tpot_p99=24")
     assert bad.returncode == 2 and "unknown limit" in bad.stderr and "Traceback" not in bad.stderr
+    missing = tmp_path / "missing.duckdb"
+    none = run_cli("report", "--db", str(missing), "--slo", "ttft_ms=5")
+    assert none.returncode == 2 and "no database at" in none.stderr and not missing.exists()  # an SLO never creates a database
 
 
 def test_frontier_and_cost_of_the_run(steps_run):
