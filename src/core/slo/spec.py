@@ -76,13 +76,6 @@ class SloSpec:
             out.append(("attainment", None, self.attainment))
         return out
 
-    def tpot_bound_ms(self) -> float | None:
-        """The tightest per-token bound the limits put on a request (a TPOT limit, or 1000 / a tok/s
-        minimum): where a frontier chart shades the interactivity that cannot meet the SLO."""
-        bounds = [lim.value for lim in self.limits if lim.metric == "tpot"]
-        bounds += [1000.0 / lim.value for lim in self.limits if lim.metric == "tps" and lim.value > 0]
-        return min(bounds) if bounds else None
-
 
 def _num(x: float) -> str:
     return f"{x:g}"

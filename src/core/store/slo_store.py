@@ -13,7 +13,7 @@ from typing import Any
 from infermatrix.core.slo.spec import SloSpec
 from infermatrix.core.store.store import Store
 
-__all__ = ["save_slos", "save_gpu_hour_price", "run_slo_names", "slo_tpot_bounds"]
+__all__ = ["save_slos", "save_gpu_hour_price"]
 
 
 def _now() -> dt.datetime:
@@ -42,19 +42,3 @@ def save_gpu_hour_price(store: Store, run_id: str, usd: float) -> None:
     store._require_run(run_id)
     store._transaction(f"the GPU-hour price of run {run_id}",
                        [("INSERT OR REPLACE INTO run_costs VALUES (?, ?, ?)", [run_id, float(usd), _now()])])  # fmt: skip
-
-
-def run_slo_names(store: Store, run_id: str) -> list[str]:
-    """The SLOs attached to a run, in the order they were defined."""
-    _, rows = store.query("SELECT slo, min(defined_at) AS t FROM slo_limits WHERE run_id = ? GROUP BY slo ORDER BY t, slo", [run_id])
-    return [r[0] for r in rows]
-
-
-def slo_tpot_bounds(store: Store, run_id: str) -> dict[str, float]:
-    """Per SLO of the run: the tightest per-token bound in ms (a TPOT limit, or 1000 / a tok/s minimum)."""
-    _, rows = store.query(
-        "SELECT slo, min(CASE metric WHEN 'tpot_ms' THEN limit_value WHEN 'tps' THEN 1000.0 / limit_value END) "
-        "FROM slo_limits WHERE run_id = ? AND metric IN ('tpot_ms', 'tps') GROUP BY slo",
-        [run_id],
-    )
-    return {r[0]: float(r[1]) for r in rows if r[1] is not None}
