@@ -29,7 +29,9 @@ _NEW_RUN_FLAGS = ("--engine", "--base-url", "--model", "--contexts", "--prefill-
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="override a config field, e.g. matrix.duration_s=5")
 @click.option("--resume", "resume_id", default=None, metavar="RUN_ID", help="run only the missing cells of a stored run, with its stored config")
 @click.option("--retry-errors", is_flag=True, help="with --resume: run the cells that ended in error again too")
-@click.option("--engine", "engine_kind", default=None, help="engine kind when attaching without a config (e.g. openai)")
+@click.option("--engine", "engine_kind", default=None,
+              help="engine kind when attaching without a config; default with --base-url: auto (recognise the engine; "
+                   "openai: plain OpenAI API only)")
 @click.option("--base-url", default=None, help="attach to a running OpenAI-compatible server")
 @click.option("--model", default=None, help="served model name")
 @click.option("--contexts", default=None, help="decode-matrix contexts, e.g. 1K,2K")
@@ -62,7 +64,8 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
             data = load_config(config_file)
             source = config_file
         elif base_url or engine_kind:
-            data, source = {"engine": {"kind": engine_kind or "openai"}}, "command line"
+            # --base-url alone: recognise the engine behind it (docs/engines.md); --engine openai is the plain choice.
+            data, source = {"engine": {"kind": engine_kind or "auto"}}, "command line"
         else:
             raise ConfigError("give a CONFIG_FILE, or --base-url URL --model NAME to attach to a running server")
         engine = data.setdefault("engine", {})

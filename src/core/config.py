@@ -173,9 +173,11 @@ class StoreConfig(Strict):
 
 def engine_config_classes(pm: pluggy.PluginManager) -> dict[str, type[EngineConfig]]:
     """Every engine config class that plugins registered, by kind."""
+    from infermatrix.core.engine.detect import AUTO_KIND, AutoEngineConfig
     from infermatrix.core.registry import engine_registry
 
-    return {kind: entry.config for kind, entry in engine_registry(pm).items()}
+    # "auto" is no engine: the runner replaces it by the kind recognised at base_url (core/engine/detect.py).
+    return {**{kind: entry.config for kind, entry in engine_registry(pm).items()}, AUTO_KIND: AutoEngineConfig}
 
 
 class RunConfig(Protocol):

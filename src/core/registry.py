@@ -58,6 +58,8 @@ def engine_registry(pm: pluggy.PluginManager) -> dict[str, EngineEntry]:
             if engine is not None and getattr(engine, "__abstractmethods__", None):
                 missing = ", ".join(sorted(engine.__abstractmethods__))
                 raise PluginError(f"plugin {_plugin!r}: engine class {engine.__name__} does not implement {missing}")
+            if kind == "auto":
+                raise PluginError(f"plugin {_plugin!r}: engine kind 'auto' is reserved (it recognises the engine at base_url)")
             if kind in entries:
                 other = entries[kind].plugin
                 raise PluginError(f"engine kind {kind!r} is registered twice: by plugin {other!r} and by plugin {_plugin!r}; uninstall or rename one")

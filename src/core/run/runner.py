@@ -33,6 +33,7 @@ from infermatrix.core.measure.cell import CellRunner
 from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.contexts import format_context
 from infermatrix.core.engine.contract import Engine, EngineError, probe_reachable
+from infermatrix.core.engine.detect import AUTO_KIND, Detection, detect_engine, resolve_auto
 from infermatrix.core.run.planning import known_max_model_len, over_capacity_cells, over_capacity_reason, resolve_capacity
 from infermatrix.core.run.prefill import probe_prefill, round_trip_ms
 from infermatrix.core.run.progress import RunProgress
@@ -56,6 +57,7 @@ from infermatrix.core.run.steps import Phase, start_up
 from infermatrix.core.run.wallclock import PhaseClock, add_totals
 from infermatrix.core.run.warmth import WarmCache
 from rich.console import Console
+from rich.markup import escape
 
 __all__ = ["RunOutcome", "execute_run", "WatchedTransport"]
 
@@ -181,12 +183,16 @@ async def _open_run(
 ) -> tuple[str, Engine | None, tuple[list[int], list[tuple[int, int]]] | None]:
     """Check what can be checked, then create (or reopen) the run and its engine object."""
     m = cfg.matrix
+    key = cfg.engine.api_key()
     if cfg.engine.base_url:  # attach: nothing answering there is a user mistake, found before the run exists
-        key = cfg.engine.api_key()
         why = await probe_reachable(client, cfg.engine.base_url, m.connect_timeout_s, {"Authorization": f"Bearer {key}"} if key else None)
         if why:
             hint = "" if "API key" in why else "; is the server running?"
             raise ConfigError(redact_text(f"engine.base_url: {why}{hint}", [key] if key else []))
+    detection: Detection | None = None
+    if cfg.engine.kind == AUTO_KIND:  # before the run exists: the stored config names the kind found
+        detection = await detect_engine(pm, client, cfg.engine.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
+        resolve_auto(pm, cfg, detection)
     cells = [(c, n) for c in m.contexts for n in m.concurrency]
     if run_id is not None:
         done = store.done_cells(run_id, retry_errors=retry_errors)
@@ -217,6 +223,8 @@ async def _open_run(
             except OSError:
                 pass
         raise
+    if detection is not None:
+        engine.detected = {"line": detection.line(), "note": detection.note(), **detection.record()}
     if new:
         store.create_run(
             {
@@ -243,6 +251,11 @@ async def _run_matrix(
 ) -> None:
     m = cfg.matrix
     console.print(f"[bold]infermatrix[/] run [cyan]{run_id}[/]: starting {engine.kind} engine" + (f" at {engine.base_url}" if engine.base_url else ""))
+    detected = _detected(store, run_id, engine)
+    if engine.detected is not None:  # engine.kind = "auto": what was found, or that nothing was
+        note = escape(engine.detected["note"])
+        said = note if engine.detected["recognised"] else f"[yellow]{note}[/]"
+        console.print(f"  {said} [dim]({engine.detected['ms']:.0f} ms)[/]", highlight=False, soft_wrap=True)
     planned = _plan_before_launch(cfg, todo[1], console)
     clock.enter("launch")
     await engine.start()
@@ -269,7 +282,7 @@ async def _run_matrix(
         run_id, engine=info.engine, engine_version=info.version, model=info.model, hardware=hardware,
         launch_command=info.launch_command, max_model_len=max_model_len, kv_tokens=capacity.kv_tokens,
         max_seqs=capacity.max_seqs, capacity_source=capacity.source, tokenizer=tokenizer.source,
-        engine_extra=info.extra, capacity_detail=capacity.detail, duration_s=m.duration_s, max_output=m.max_output,
+        engine_extra={**info.extra, **detected}, capacity_detail=capacity.detail, duration_s=m.duration_s, max_output=m.max_output,
     )
     console.print(
         f"  {info.engine} {info.version or ''} · model {info.model} · max_model_len {max_model_len or '?'} · "
@@ -448,6 +461,16 @@ def _save_phase_seconds(store: Store, run_id: str, clock: PhaseClock) -> None:
     """The run's wall time by phase group; a resumed run adds this session's to what is stored."""
     stored = (store.get_run(run_id) or {}).get("phase_seconds")
     store.update_run(run_id, phase_seconds=add_totals(stored if isinstance(stored, dict) else None, clock.totals()))
+
+
+def _detected(store: Store, run_id: str, engine: Engine) -> dict[str, Any]:
+    """``engine_extra``'s ``detected`` (the header's line) and ``detection`` (the record) when ``auto`` chose
+    the kind: this run's, or on resume the stored one (the stored config names the kind found then)."""
+    if engine.detected is not None:
+        record = {k: v for k, v in engine.detected.items() if k not in ("line", "note")}
+        return {"detected": engine.detected["line"], "detection": record}
+    stored = (store.get_run(run_id) or {}).get("engine_extra") or {}
+    return {k: stored[k] for k in ("detected", "detection") if k in stored}
 
 
 def _record_gauges(store: Store, run_id: str, runner: CellRunner, traits: Any, state: str, console: Console | None) -> str:

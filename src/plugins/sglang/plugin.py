@@ -16,6 +16,8 @@ from infermatrix.plugin import (
     HttpCall,
     LaunchedEngine,
     MetricNames,
+    Recognition,
+    ServerProbe,
     TokenizeAPI,
     detect_hardware,
     expand_path,
@@ -58,6 +60,16 @@ SGLANG_TRAITS = EngineTraits(
 
 class SglangEngine(LaunchedEngine):
     traits = SGLANG_TRAITS
+    recognise_order = 30
+
+    @classmethod
+    async def recognise(cls, probe: ServerProbe) -> Recognition | None:
+        """Its server-info endpoint (server arguments + scheduler numbers), else ``sglang:`` metrics."""
+        for path in INFO_PATHS:
+            data = await probe.json(path)
+            if isinstance(data, dict) and "model_path" in data and ("max_total_num_tokens" in data or "internal_states" in data):
+                return Recognition(path, {"version": data.get("version")})
+        return Recognition("sglang: metrics") if await probe.has_metrics("sglang:") else None
 
     def __init__(self, config: SglangEngineConfig, workdir: Path):
         super().__init__(config, workdir, host=config.host, port=config.port)

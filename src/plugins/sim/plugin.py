@@ -22,6 +22,8 @@ from infermatrix.plugin import (
     EngineTraits,
     LaunchedEngine,
     MetricNames,
+    Recognition,
+    ServerProbe,
     TokenizeAPI,
     hookimpl,
     info_labels,
@@ -79,6 +81,19 @@ def sim_traits(profile: SimProfile) -> EngineTraits:
 
 
 class SimEngine(LaunchedEngine):
+    # First: the sim imitates vLLM (its /version, its metric names by default), so vLLM's recogniser says
+    # yes to it too; recognised as the sim, the run follows the server's own profile (metric names included).
+    recognise_order = 10
+
+    @classmethod
+    async def recognise(cls, probe: ServerProbe) -> Recognition | None:
+        """The sim's own ``/debug/profile``."""
+        data = await probe.json("/debug/profile")
+        if not (isinstance(data, dict) and {"metric_prefix", "kv_tokens", "block_size"} <= data.keys()):
+            return None
+        names = f"metrics named {data['metric_prefix']}" if data.get("metrics", True) else "metrics off"
+        return Recognition(f"/debug/profile: profile {data.get('name')}, {names}", {"profile": data.get("name")})
+
     def __init__(self, config: SimEngineConfig, workdir: Path):
         super().__init__(config, workdir, host=config.host)
         self.profile: SimProfile = load_profile(config.profile)
