@@ -182,3 +182,14 @@ def test_slos_are_replaced_by_name_and_deleted_with_the_run(store):
         ("tpot_ms", 99.0, 100.0), ("ttft_ms", 99.0, 2000.0)]  # fmt: skip
     store.delete_run(rid)
     assert store.query("SELECT count(*) FROM slo_limits")[1] == [(0,)]
+
+
+def test_a_cell_without_records_is_not_judged(store):
+    """An imported page keeps numbers but no requests or histograms: nothing to judge, so NULL, not 0."""
+    rid = store.create_run({"engine": "vllm", "model": "m"})
+    bare = CellResult(context_tokens=8192, concurrency=8, status="valid", total_tps=1145.1, per_request_tps=143.1,
+                      measured_s=30.0, window_start=W0, window_end=W1)  # fmt: skip
+    store.save_cell(rid, bare)
+    save_slos(store, rid, [parse_slo("ttft_p99_ms=2000,tpot_p99_ms=50")])
+    (c,) = rows_of(store, "SELECT * FROM slo_cells WHERE run_id = ?", [rid])
+    assert (c["attainment"], c["request_goodput"], c["token_goodput"], c["meets"], c["judged_requests"]) == (None, None, None, None, 0)

@@ -93,7 +93,7 @@ def _slo_table(r: SloReport, slo: str, many_runs: bool) -> SloTable:
         ci = DASH if c["attainment"] is None else f"{fmt_share(c['attainment_lo'])} – {fmt_share(c['attainment_hi'])}"
         rows.append([*([c["run_id"]] if many_runs else []), c["context_label"], str(c["concurrency"]),
                      f"{c['good_requests']} / {c['judged_requests']}", fmt_share(c["attainment"]), ci,
-                     f"{c['request_goodput']:.2f}", fmt_tps(c["token_goodput"]), _meets(c["meets"])])  # fmt: skip
+                     DASH if c["request_goodput"] is None else f"{c['request_goodput']:.2f}", fmt_tps(c["token_goodput"]), _meets(c["meets"])])  # fmt: skip
     return SloTable(
         f"SLO {slo}",
         "attainment: share of the requests that ended in the window meeting every limit (95 % Wilson interval); "

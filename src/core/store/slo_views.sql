@@ -97,8 +97,9 @@ SELECT
     p AS attainment,
     greatest(0.0, ((p + z * z / (2 * judged)) - z * sqrt(p * (1 - p) / judged + z * z / (4.0 * judged * judged))) / (1 + z * z / judged)) AS attainment_lo,
     least(1.0, ((p + z * z / (2 * judged)) + z * sqrt(p * (1 - p) / judged + z * z / (4.0 * judged * judged))) / (1 + z * z / judged)) AS attainment_hi,
-    coalesce(good, 0) / measured_s AS request_goodput,
-    coalesce(good_tokens, 0) / measured_s AS token_goodput,
+    -- NULL when no request was judged (an imported page keeps no request records)
+    CASE WHEN judged IS NOT NULL THEN good / measured_s END AS request_goodput,
+    CASE WHEN judged IS NOT NULL THEN good_tokens / measured_s END AS token_goodput,
     CASE
         WHEN coalesce(failed, 0) > 0 THEN false
         WHEN attainment_goal IS NOT NULL AND p IS NOT NULL AND p < attainment_goal THEN false
