@@ -142,7 +142,10 @@ def test_capacity_frontier_and_cost(store):
                             "config": {"hardware": {"gpus": 8, "gpu_hour_usd": 3.0}}})  # fmt: skip
     # (N, total tok/s, per-request tok/s, TPOT s): N=8 is dominated by N=4 (less of both)
     for n, total, per, gap in ((1, 100.0, 100.0, 0.005), (4, 300.0, 75.0, 0.009), (8, 280.0, 35.0, 0.020)):
-        store.save_cell(rid, cell(n, total, per, [req(101.0 + i * 0.01, 0.05, gap, 50) for i in range(n)]))
+        reqs = [req(101.0 + i * 0.01, 0.05, gap, 50) for i in range(n)] + [req(99.0, 0.05, gap, 300)]  # the last sent before the window
+        for r in reqs:
+            r.prompt_tokens = 1000
+        store.save_cell(rid, cell(n, total, per, reqs))
     save_slos(store, rid, [parse_slo("tpot_p99_ms=10")])
     cap = rows_of(store, "SELECT * FROM slo_capacity WHERE run_id = ?", [rid])
     assert [(c["context_label"], c["max_concurrency_meeting"], c["total_tps_at_max"], c["tps_per_gpu_at_max"]) for c in cap] == [
@@ -153,6 +156,9 @@ def test_capacity_frontier_and_cost(store):
     for f, total in zip(front, (100.0, 300.0, 280.0)):
         assert f["tps_per_gpu"] == total / 4 and f["gpus"] == 4
         assert f["usd_per_mtok"] == pytest.approx(3.0 / (total / 4 * 3600 / 1e6))
+        input_tps = 1000 * f["concurrency"] / (W1 - W0)  # prompts of the requests sent inside the window
+        assert f["input_tps"] == pytest.approx(input_tps)
+        assert f["usd_per_mtok_total"] == pytest.approx(3.0 / ((total + input_tps) / 4 * 3600 / 1e6))
     save_gpu_hour_price(store, rid, 1.5)  # --gpu-hour-price replaces the config's price
     assert store.query("SELECT usd_per_mtok FROM frontier WHERE run_id = ? AND concurrency = 1", [rid])[1][0][0] == pytest.approx(
         1.5 / (25.0 * 3600 / 1e6)

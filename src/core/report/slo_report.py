@@ -121,14 +121,15 @@ def _frontier_table(r: SloReport, many_runs: bool) -> SloTable:
     rows = []
     for f in (f for f in r.frontier if f["on_frontier"]):
         rows.append([*([f"{f['run_id']} ({f['engine']})"] if many_runs else []), f["context_label"], str(f["concurrency"]),
-                     fmt_tps(f["tps_per_gpu"]), fmt_tps(f["tps_per_user"]), fmt_usd(f["usd_per_mtok"])])  # fmt: skip
+                     fmt_tps(f["tps_per_gpu"]), fmt_tps(f["tps_per_user"]), fmt_usd(f["usd_per_mtok"]),
+                     fmt_usd(f.get("usd_per_mtok_total"))])  # fmt: skip
     gpus = "; ".join(f"{rid}: {g['gpus']} GPU(s) from {g['gpus_source']}" for rid, g in r.gpus.items() if g.get("gpus"))
     return SloTable(
         "Throughput–interactivity frontier",
-        "the cells no other cell of the run beats on both tok/s per GPU and tok/s per user; $ per million output tokens "
-        "at the run's GPU-hour price" + (f" ({gpus})" if gpus else ""),
-        [*(["Run"] if many_runs else []), "Context", "N", "tok/s per GPU", "tok/s per user", "$ / M tok"],
-        rows, ("l" if many_runs else "") + "lrrrr",
+        "the cells no other cell of the run beats on both tok/s per GPU and tok/s per user; $ per million output tokens, "
+        "and per million prompt + output tokens, at the run's GPU-hour price" + (f" ({gpus})" if gpus else ""),
+        [*(["Run"] if many_runs else []), "Context", "N", "tok/s per GPU", "tok/s per user", "$ / M out tok", "$ / M total tok"],
+        rows, ("l" if many_runs else "") + "lrrrrr",
     )  # fmt: skip
 
 
