@@ -60,7 +60,7 @@ contexts = ["1K"]
 prefill_contexts = ["1K"]
 concurrency = {list(LEVELS)}
 duration_s = 4
-max_output = 32
+max_output = 64
 [slo]
 ttft_p99_ms = 2000
 tpot_p99_ms = 13
