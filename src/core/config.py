@@ -190,6 +190,7 @@ class RunConfig(Protocol):
     validity: ValidityConfig
     store: StoreConfig
     hardware: dict[str, Any]
+    slo: dict[str, Any] | None
 
     def model_dump(self, *, mode: str = "python") -> dict[str, Any]: ...
 
@@ -209,6 +210,8 @@ def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
         validity=(ValidityConfig, Field(default_factory=ValidityConfig)),
         store=(StoreConfig, Field(default_factory=StoreConfig)),
         hardware=(dict[str, Any], Field(default_factory=dict)),
+        # [slo]: limits the run is judged by (infermatrix.core.slo.slo_from_table; docs/slo.md)
+        slo=(dict[str, Any] | None, None),
     )
 
 

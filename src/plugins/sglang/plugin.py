@@ -26,6 +26,7 @@ from infermatrix.plugin import (
 )
 from infermatrix.plugins.sglang.config import SERVER_MODULE, SglangEngineConfig
 from infermatrix.plugins.sglang.info import (
+    CACHED,
     GENERATED,
     PROMPT,
     RUNNING,
@@ -44,7 +45,8 @@ INFO_PATHS = ("/get_server_info", "/server_info")
 
 SGLANG_TRAITS = EngineTraits(
     # Gauges are per data-parallel rank: sglang_gauges sums requests and averages KV usage over ranks.
-    metrics=MetricNames(running=RUNNING, waiting=WAITING, kv_usage=TOKEN_USAGE, generated_tokens=GENERATED, prompt_tokens=PROMPT, parse=sglang_gauges),
+    metrics=MetricNames(running=RUNNING, waiting=WAITING, kv_usage=TOKEN_USAGE, generated_tokens=GENERATED, prompt_tokens=PROMPT,
+                        prefix_cache_queries=PROMPT, prefix_cache_hits=CACHED, parse=sglang_gauges),
     # {"model", "prompt", "add_special_tokens"} -> {"tokens", "count", "max_model_len"}. Only newer builds take
     # "messages", so chat prompts are counted by the server's usage instead.
     tokenize=TokenizeAPI(path="/v1/tokenize", chat=False),

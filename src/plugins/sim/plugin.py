@@ -70,6 +70,9 @@ def sim_traits(profile: SimProfile) -> EngineTraits:
     metrics = MetricNames(
         running=f("running"), waiting=f("waiting"), kv_usage=f("kv_usage"), generated_tokens=f("generated_tokens"),
         prompt_tokens=f("prompt_tokens"), preemptions=f("preemptions"),
+        prefix_cache_queries=f("prefix_cache_queries"), prefix_cache_hits=f("prefix_cache_hits"),
+        spec_drafts=f("spec_drafts"), spec_draft_tokens=f("spec_draft_tokens"), spec_accepted_tokens=f("spec_accepted_tokens"),
+        spec_accepted_per_pos=f("spec_accepted_per_pos"),
     ) if profile.metrics else None  # fmt: skip
     return EngineTraits(
         metrics=metrics, tokenize=TokenizeAPI(), version_path="/version",
@@ -129,6 +132,8 @@ class SimEngine(LaunchedEngine):
             pass
         info.hardware = {"type": "simulated", "profile": profile.get("name", self.profile.name)}
         info.extra["profile"] = profile
+        # Parallelism as vLLM reports it: the GPUs the profile stands for (tok/s per GPU, cost; docs/slo.md).
+        info.extra.update(tensor_parallel_size=int(profile.get("tensor_parallel_size") or 1), pipeline_parallel_size=1, data_parallel_size=1)
         return info
 
     async def read_capacity(self, client: httpx.AsyncClient) -> Capacity | None:
