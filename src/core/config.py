@@ -102,6 +102,16 @@ class EngineConfig(Strict):
         return None
 
 
+AUTO_KIND = "auto"
+
+
+class AutoEngineConfig(EngineConfig):
+    """``[engine] kind = "auto"``: attach to ``base_url`` as whatever engine is recognised there (core/engine/detect.py)."""
+
+    kind: Literal["auto"] = "auto"
+    base_url: str = Field(..., description="the server's address; the engine behind it is recognised (docs/engines.md)")
+
+
 def _contexts(values: list[Any]) -> list[int]:
     return [parse_context(v) for v in values]
 
@@ -197,6 +207,7 @@ class RunConfig(Protocol):
     validity: ValidityConfig
     store: StoreConfig
     hardware: dict[str, Any]
+    slo: dict[str, Any] | None
 
     def model_dump(self, *, mode: str = "python") -> dict[str, Any]: ...
 
