@@ -188,7 +188,7 @@ def _my_plugin() -> types.ModuleType:
 
 @pytest.mark.slow
 def test_plugins_md_python_example_runs(monkeypatch):
-    (code,) = blocks("plugins.md", "python")
+    (code,) = [c for c in blocks("plugins.md", "python") if "infermatrix.testing" in c]
     monkeypatch.setitem(sys.modules, "my_plugin", _my_plugin())
     namespace: dict[str, Any] = {}
     exec(compile(code, "docs/plugins.md", "exec"), namespace)
@@ -207,3 +207,26 @@ def test_plugins_md_lists_exactly_the_public_api():
     assert listed == set(api.__all__), f"only in docs: {sorted(listed - set(api.__all__))}; only in the API: {sorted(set(api.__all__) - listed)}"
     for phrase in ("`name` and `name_total`", "max_seqs` that is reported makes every cell with a\nlarger N over capacity"):
         assert phrase in text
+
+
+@pytest.mark.slow
+def test_plugins_md_recogniser_example_recognises():
+    """The recogniser shown in plugins.md, run as written: yes for a server with toy: metrics, no for vLLM names."""
+    import anyio
+
+    import infermatrix.plugin as api
+
+    (code,) = [c for c in blocks("plugins.md", "python") if "async def recognise" in c]
+    namespace: dict[str, Any] = dict(vars(api))
+    exec(compile(code, "docs/plugins.md", "exec"), namespace)
+    toy = namespace["ToyEngine"]
+
+    async def ask(url: str) -> Any:
+        async with httpx.AsyncClient() as client:
+            return await toy.recognise(api.ServerProbe(client, url, None))
+
+    with sim_server(metric_prefix="toy:") as sim:
+        yes = anyio.run(ask, sim.base_url)
+    with sim_server() as sim:
+        no = anyio.run(ask, sim.base_url)
+    assert isinstance(yes, api.Recognition) and no is None
