@@ -224,10 +224,10 @@ def workers_table(seconds: float, transport: str) -> dict:
 
 def matrix_overhead(config: str) -> dict:
     """Run a sim matrix through the CLI; its wall time by phase group, as the run stored it (runs.phase_seconds),
-    and the share outside measurement and warm-up (one definition: core/run/wallclock.py, docs/metrics.md)."""
+    and the share outside measurement and warm-up (one definition: core/wallclock.py, docs/metrics.md)."""
     import duckdb
 
-    from infermatrix.core.run.wallclock import wall_split
+    from infermatrix.core.wallclock import wall_split
 
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "m.duckdb"

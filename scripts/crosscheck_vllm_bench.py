@@ -32,7 +32,8 @@ import anyio
 import duckdb
 import httpx
 
-from infermatrix.core.config import load_config, validate_config
+from infermatrix.core.config import load_config
+from infermatrix.core.registry import validate_config
 from infermatrix.core.contexts import parse_context
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.registry import build_engine

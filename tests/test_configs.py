@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from infermatrix.core.config import load_config, validate_config
+from infermatrix.core.config import load_config
+from infermatrix.core.registry import validate_config
 from infermatrix.core.plugins import get_plugin_manager
 
 CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.toml"))

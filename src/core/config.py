@@ -1,7 +1,9 @@
 """Run configuration: pydantic models (``extra="forbid"``), read from TOML, with ``--set`` overrides.
 
 The ``[engine]`` table is a discriminated union over ``kind``; its arms are registered by plugins
-through the ``register_engines`` hook, so a third-party engine gets the same validation.
+through the ``register_engines`` hook, so a third-party engine gets the same validation. The union is
+built, and a config validated, in core/registry.py (``validate_config``), which knows the plugins: this
+module knows none, so the config layer sits below the engine contract and the registry.
 """
 
 from __future__ import annotations
@@ -9,10 +11,9 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol, Union, cast
+from typing import Any, Literal, Protocol
 
-import pluggy
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from infermatrix.core.contexts import parse_context
 
@@ -25,11 +26,8 @@ __all__ = [
     "ValidityConfig",
     "StoreConfig",
     "ConfigError",
-    "engine_config_classes",
-    "run_config_model",
     "load_config",
     "apply_overrides",
-    "validate_config",
 ]
 
 
@@ -56,6 +54,22 @@ class EngineConfig(Strict):
     kv_tokens: int | None = Field(None, gt=0)
     max_seqs: int | None = Field(None, gt=0)
     max_model_len: int | None = Field(None, gt=0)
+    tokenizer: str | None = Field(None, description="a tokenizer.json, or a model directory holding one: prompts are sized "
+                                  "with it (the `tokenizers` package), with no /tokenize or usage requests to the engine")  # fmt: skip
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_exists(cls, v: str | None) -> str | None:
+        # Said before the run exists (a wrong path is a config mistake, not a failed run).
+        if v is not None:
+            p = Path(v).expanduser()
+            if not (p / "tokenizer.json" if p.is_dir() else p).is_file():
+                raise ValueError(f"no tokenizer.json at {v}")
+            import importlib.util
+
+            if importlib.util.find_spec("tokenizers") is None:
+                raise ValueError("needs the `tokenizers` package: pip install 'infermatrix[tokenizer]'")
+        return v
 
     def known_max_model_len(self) -> int | None:
         """``max_model_len`` as known before anything is launched (``None``: ask the server).
@@ -88,6 +102,16 @@ class EngineConfig(Strict):
         return None
 
 
+AUTO_KIND = "auto"
+
+
+class AutoEngineConfig(EngineConfig):
+    """``[engine] kind = "auto"``: attach to ``base_url`` as whatever engine is recognised there (core/engine/detect.py)."""
+
+    kind: Literal["auto"] = "auto"
+    base_url: str = Field(..., description="the server's address; the engine behind it is recognised (docs/engines.md)")
+
+
 def _contexts(values: list[Any]) -> list[int]:
     return [parse_context(v) for v in values]
 
@@ -103,6 +127,8 @@ class MatrixConfig(Strict):
     api: Literal["completions", "chat"] = "completions"
     prompt_mode: Literal["distinct", "shared"] = "distinct"
     seed: int = 0
+    workload: str | None = Field(None, description="the plugin whose make_workload builds the prompts (infermatrix plugins lists them); "
+                                 "default: the only one registered (the built-in `workload`)")  # fmt: skip
     warmup: bool = True
     warm_reuse: bool = Field(True, description="skip the warm-up of prompts the engine's KV cache must still hold (docs/metrics.md, Warm-up)")
     warmup_concurrency: int | None = Field(None, gt=0, description="warm-up requests in flight; default: ~32K prompt tokens' worth, at most N")
@@ -174,13 +200,6 @@ class StoreConfig(Strict):
     db: str = "infermatrix.duckdb"
 
 
-def engine_config_classes(pm: pluggy.PluginManager) -> dict[str, type[EngineConfig]]:
-    """Every engine config class that plugins registered, by kind."""
-    from infermatrix.core.registry import engine_registry
-
-    return {kind: entry.config for kind, entry in engine_registry(pm).items()}
-
-
 class RunConfig(Protocol):
     """A validated run config, as code reads it (its class is built at run time by ``run_config_model``)."""
 
@@ -191,51 +210,9 @@ class RunConfig(Protocol):
     validity: ValidityConfig
     store: StoreConfig
     hardware: dict[str, Any]
+    slo: dict[str, Any] | None
 
     def model_dump(self, *, mode: str = "python") -> dict[str, Any]: ...
-
-
-def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
-    """The ``RunConfig`` model for the engines this plugin manager knows."""
-    arms = tuple(engine_config_classes(pm).values())
-    # Any: a type built at run time from the plugins' config classes, which no checker can see.
-    engine_type: Any = Annotated[Union[arms], Field(discriminator="kind")] if len(arms) > 1 else arms[0]
-    return create_model(
-        "RunConfig",
-        __base__=Strict,
-        name=(str | None, None),
-        engine=(engine_type, ...),
-        matrix=(MatrixConfig, Field(default_factory=MatrixConfig)),
-        loops=(LoopConfig, Field(default_factory=LoopConfig)),
-        validity=(ValidityConfig, Field(default_factory=ValidityConfig)),
-        store=(StoreConfig, Field(default_factory=StoreConfig)),
-        hardware=(dict[str, Any], Field(default_factory=dict)),
-    )
-
-
-def _format_error(exc: ValidationError, source: str, kinds: set[str]) -> str:
-    err = exc.errors()[0]
-    # pydantic puts the union arm's tag in the location (engine.sim.port): drop it, users wrote engine.port.
-    loc = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and p in kinds))
-    msg = err["msg"]
-    if err["type"] == "union_tag_invalid":
-        msg = f"unknown engine kind {err['input'].get('kind')!r}" if isinstance(err["input"], dict) else msg
-        ctx = err.get("ctx") or {}
-        if ctx.get("expected_tags"):
-            msg += f" (known: {ctx['expected_tags']})"
-    elif err["type"] == "extra_forbidden":
-        msg = "unknown field"
-    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"{source}: {loc or 'config'}: {msg}{more}"
-
-
-def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str = "config") -> RunConfig:
-    """Validate a config dict; raise ConfigError with one line naming the field."""
-    model = run_config_model(pm)
-    try:
-        return cast(RunConfig, model.model_validate(data))
-    except ValidationError as exc:
-        raise ConfigError(_format_error(exc, source, set(engine_config_classes(pm)))) from None
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

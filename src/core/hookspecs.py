@@ -57,10 +57,26 @@ def estimate_capacity(config: EngineConfig, info: EngineInfo, metrics_text: str 
 
 @hookspec(firstresult=True)
 def make_workload(config: MatrixConfig, tokenizer: Tokenizer) -> Workload | None:
-    """Return the prompt builder for this run.
+    """Return the prompt builder for this run. When more than one plugin implements it, ``matrix.workload``
+    names the one a run uses (two without a choice is a config error naming both).
 
     :param config: the validated ``[matrix]`` table (seed, prompt mode).
     :param tokenizer: counts tokens the way the server does.
+    """
+
+
+@hookspec(firstresult=True)
+def local_tokenizer(config: EngineConfig, model: str, api: str) -> Tokenizer | None:
+    """A tokenizer the harness holds for ``model`` (e.g. from the model directory), or ``None``.
+
+    When one answers, prompts are sized with it and the engine's tokenize endpoint is not used (an engine
+    without one need not fall back to usage counting). Its ``count`` must count as the server does for
+    ``api`` (``chat``: with the chat template); an optional ``count_output(text)`` counts generated text.
+    The config's ``engine.tokenizer`` wins over every answer.
+
+    :param config: the validated ``[engine]`` table.
+    :param model: the served model name (as the engine reported it).
+    :param api: ``completions`` or ``chat`` (``matrix.api``).
     """
 
 

@@ -1,4 +1,6 @@
-"""Engine kinds, as plugins register them: ``register(ConfigClass, EngineClass)`` in ``register_engines``.
+"""Engine kinds, as plugins register them: ``register(ConfigClass, EngineClass)`` in ``register_engines``;
+and the run config validated against them (``validate_config``: the ``[engine]`` table is a union of
+the registered config classes).
 
 The config class's ``kind`` (a ``Literal`` default) names the kind; the engine class is what the runner
 builds for it, so no plugin checks ``config.kind`` itself. Two plugins registering one kind is an
@@ -9,16 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any, Union, cast
 
 import pluggy
+from pydantic import BaseModel, Field, ValidationError, create_model
 
-from infermatrix.core.config import ConfigError, EngineConfig
+from infermatrix.core.config import AUTO_KIND, AutoEngineConfig, ConfigError, EngineConfig, LoopConfig, MatrixConfig, RunConfig, StoreConfig, Strict, ValidityConfig
+from infermatrix.core.engine.contract import Engine
 
-if TYPE_CHECKING:
-    from infermatrix.core.engine.contract import Engine
-
-__all__ = ["PluginError", "EngineEntry", "engine_registry", "build_engine"]
+__all__ = [
+    "PluginError", "EngineEntry", "engine_registry", "build_engine", "engine_config_classes", "run_config_model", "validate_config",
+    "workload_plugins", "choose_workload", "make_workload",
+]
 
 
 class PluginError(ConfigError):
@@ -44,8 +48,6 @@ def _kind_of(cls: Any, plugin: str) -> str:
 
 def engine_registry(pm: pluggy.PluginManager) -> dict[str, EngineEntry]:
     """Every engine kind the loaded plugins register, in registration order."""
-    from infermatrix.core.engine.contract import Engine
-
     entries: dict[str, EngineEntry] = {}
     # Called one implementation at a time so each registration is known by its plugin's name.
     for impl in pm.hook.register_engines.get_hookimpls():
@@ -58,6 +60,8 @@ def engine_registry(pm: pluggy.PluginManager) -> dict[str, EngineEntry]:
             if engine is not None and getattr(engine, "__abstractmethods__", None):
                 missing = ", ".join(sorted(engine.__abstractmethods__))
                 raise PluginError(f"plugin {_plugin!r}: engine class {engine.__name__} does not implement {missing}")
+            if kind == "auto":
+                raise PluginError(f"plugin {_plugin!r}: engine kind 'auto' is reserved (it recognises the engine at base_url)")
             if kind in entries:
                 other = entries[kind].plugin
                 raise PluginError(f"engine kind {kind!r} is registered twice: by plugin {other!r} and by plugin {_plugin!r}; uninstall or rename one")
@@ -78,3 +82,91 @@ def build_engine(pm: pluggy.PluginManager, config: EngineConfig, workdir: Path) 
     if entry is None or entry.engine is None:
         return None
     return entry.engine(config, workdir)
+
+
+def engine_config_classes(pm: pluggy.PluginManager) -> dict[str, type[EngineConfig]]:
+    """Every engine config class that plugins registered, by kind, and ``auto``."""
+    # "auto" is no engine: the runner replaces it by the kind recognised at base_url (core/engine/detect.py).
+    return {**{kind: entry.config for kind, entry in engine_registry(pm).items()}, AUTO_KIND: AutoEngineConfig}
+
+
+def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
+    """The ``RunConfig`` model for the engines this plugin manager knows."""
+    arms = tuple(engine_config_classes(pm).values())
+    # Any: a type built at run time from the plugins' config classes, which no checker can see.
+    engine_type: Any = Annotated[Union[arms], Field(discriminator="kind")] if len(arms) > 1 else arms[0]
+    return create_model(
+        "RunConfig",
+        __base__=Strict,
+        name=(str | None, None),
+        engine=(engine_type, ...),
+        matrix=(MatrixConfig, Field(default_factory=MatrixConfig)),
+        loops=(LoopConfig, Field(default_factory=LoopConfig)),
+        validity=(ValidityConfig, Field(default_factory=ValidityConfig)),
+        store=(StoreConfig, Field(default_factory=StoreConfig)),
+        hardware=(dict[str, Any], Field(default_factory=dict)),
+        # [slo]: limits the run is judged by (infermatrix.core.slo.slo_from_table; docs/slo.md)
+        slo=(dict[str, Any] | None, None),
+    )
+
+
+def _format_error(exc: ValidationError, source: str, kinds: set[str]) -> str:
+    err = exc.errors()[0]
+    # pydantic puts the union arm's tag in the location (engine.sim.port): drop it, users wrote engine.port.
+    loc = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and p in kinds))
+    msg = err["msg"].removeprefix("Value error, ")  # pydantic's label for a validator's own message
+    if err["type"] == "union_tag_invalid":
+        msg = f"unknown engine kind {err['input'].get('kind')!r}" if isinstance(err["input"], dict) else msg
+        ctx = err.get("ctx") or {}
+        if ctx.get("expected_tags"):
+            msg += f" (known: {ctx['expected_tags']})"
+    elif err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{source}: {loc or 'config'}: {msg}{more}"
+
+
+def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str = "config") -> RunConfig:
+    """Validate a config dict; raise ConfigError with one line naming the field."""
+    model = run_config_model(pm)
+    try:
+        cfg = cast(RunConfig, model.model_validate(data))
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc, source, set(engine_config_classes(pm)))) from None
+    try:
+        if workload_plugins(pm) or cfg.matrix.workload is not None:  # none at all is said when a run needs one
+            choose_workload(pm, cfg.matrix.workload)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    return cfg
+
+
+def workload_plugins(pm: pluggy.PluginManager) -> list[str]:
+    """The names of the plugins that implement ``make_workload``, in registration order."""
+    return [impl.plugin_name for impl in reversed(pm.hook.make_workload.get_hookimpls())]
+
+
+def choose_workload(pm: pluggy.PluginManager, name: str | None) -> str:
+    """The workload plugin a run uses: ``matrix.workload``, else the only one registered. Two or more
+    without a choice is an error naming them (a third-party workload never replaces the built-in silently)."""
+    names = workload_plugins(pm)
+    if name is not None:
+        if name not in names:
+            raise ConfigError(f"matrix.workload: no workload plugin {name!r} (registered: {', '.join(names) or 'none'})")
+        return name
+    if not names:
+        raise ConfigError("no plugin implements make_workload: the run has no prompt builder")
+    if len(names) > 1:
+        listed = " and ".join(repr(n) for n in names)
+        raise ConfigError(f"workloads {listed} are both registered; choose one with matrix.workload = NAME")
+    return names[0]
+
+
+def make_workload(pm: pluggy.PluginManager, config: MatrixConfig, tokenizer: Any) -> Any:
+    """The prompt builder of the chosen workload plugin (``choose_workload``)."""
+    name = choose_workload(pm, config.workload)
+    impl = next(i for i in pm.hook.make_workload.get_hookimpls() if i.plugin_name == name)
+    workload = impl.function(config=config, tokenizer=tokenizer)
+    if workload is None:
+        raise ConfigError(f"matrix.workload: plugin {name!r} built no workload for this matrix")
+    return workload

@@ -20,9 +20,7 @@ import math
 import re
 from collections import Counter
 
-from infermatrix.core.config import LoopConfig
-from infermatrix.core.hookspecs import hookimpl
-from infermatrix.core.types import LoopFinding
+from infermatrix.plugin import LoopConfig, LoopFinding, hookimpl
 
 __all__ = ["detect_loop", "find_loop", "tokenize", "invisible_output"]
 

@@ -25,9 +25,7 @@ import random
 
 import anyio
 
-from infermatrix.core.config import MatrixConfig
-from infermatrix.core.hookspecs import hookimpl
-from infermatrix.core.types import Prompt, Tokenizer
+from infermatrix.plugin import MatrixConfig, Prompt, Tokenizer, hookimpl
 
 __all__ = ["PromptBuilder", "make_workload", "tolerance"]
 

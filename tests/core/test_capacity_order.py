@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from infermatrix.core.config import validate_config
+from infermatrix.core.registry import validate_config
 from infermatrix.core.hookspecs import hookimpl
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.run.planning import resolve_capacity

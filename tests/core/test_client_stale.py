@@ -81,7 +81,7 @@ async def test_a_fresh_connection_closed_without_an_answer_is_a_failed_request()
 async def test_health_probe_on_a_pooled_connection_the_server_closed_asks_again(tmp_path):
     """The engine watch's /health probe must not call an engine down because its kept-alive connection
     had been closed by the server (llama-server closes idle ones): found by the llama.cpp end-to-end run."""
-    from infermatrix.core.config import validate_config
+    from infermatrix.core.registry import validate_config
     from infermatrix.core.plugins import get_plugin_manager
     from infermatrix.core.registry import build_engine
 

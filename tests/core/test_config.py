@@ -1,6 +1,7 @@
 import pytest
 
-from infermatrix.core.config import ConfigError, apply_overrides, load_config, validate_config
+from infermatrix.core.config import ConfigError, apply_overrides, load_config
+from infermatrix.core.registry import validate_config
 from infermatrix.core.plugins import get_plugin_manager
 
 

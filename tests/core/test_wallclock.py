@@ -1,11 +1,11 @@
-"""Per-phase wall-time accounting (core/run/wallclock.py): an injected clock, no sleeps."""
+"""Per-phase wall-time accounting (core/wallclock.py): an injected clock, no sleeps."""
 
 from __future__ import annotations
 
 import pytest
 
 from infermatrix.core.run.steps import Phase
-from infermatrix.core.run.wallclock import GROUPS, PhaseClock, add_totals, group_of, wall_split
+from infermatrix.core.wallclock import GROUPS, PhaseClock, add_totals, group_of, wall_split
 
 
 class FakeClock:

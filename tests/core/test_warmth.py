@@ -1,8 +1,8 @@
-"""Which prompts are still warm (core/run/warmth.py): the conservative KV rule."""
+"""Which prompts are still warm (core/measure/warmth.py): the conservative KV rule."""
 
 from __future__ import annotations
 
-from infermatrix.core.run.warmth import WarmCache
+from infermatrix.core.measure.warmth import WarmCache
 from infermatrix.core.types import Prompt
 
 

@@ -1,8 +1,8 @@
-"""Warm-up sizing: bounded in flight, timeouts from the measured prefill rate (core/run/warmup.py)."""
+"""Warm-up sizing: bounded in flight, timeouts from the measured prefill rate (core/measure/warmup.py)."""
 
 import pytest
 
-from infermatrix.core.run.warmup import TIMEOUT_MARGIN, WARM_TOKENS_IN_FLIGHT, PrefillRates, plan_warmup
+from infermatrix.core.measure.warmup import TIMEOUT_MARGIN, WARM_TOKENS_IN_FLIGHT, PrefillRates, plan_warmup
 
 
 def test_long_prompts_warm_one_at_a_time_with_a_timeout_from_the_rate():

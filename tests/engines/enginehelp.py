@@ -8,15 +8,15 @@ from typing import Any, Awaitable, Callable, TypeVar
 import anyio
 import httpx
 
-from infermatrix.core.config import validate_config
-from infermatrix.core.plugins import get_plugin_manager
+from infermatrix.core.registry import validate_config
+from infermatrix.testing import plugin_manager
 from infermatrix.core.registry import build_engine
 
 T = TypeVar("T")
 
 
 def engine_for(workdir: Path, **table: Any):
-    pm = get_plugin_manager(load_entrypoints=False)
+    pm = plugin_manager()
     cfg = validate_config(pm, {"engine": table}, "test")
     engine = build_engine(pm, cfg.engine, workdir)
     assert engine is not None and engine.kind == table["kind"]

@@ -11,7 +11,8 @@ import anyio
 import pytest
 from enginehelp import engine_for
 
-from infermatrix.core.config import ConfigError, load_config, validate_config
+from infermatrix.core.config import ConfigError, load_config
+from infermatrix.core.registry import validate_config
 from infermatrix.core.engine.contract import EngineError
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.redact import REDACTED

@@ -24,6 +24,7 @@ ORDER = {
     "requests": "run_id, context_tokens, concurrency, request_no",
     "histograms": "run_id, context_tokens, concurrency, metric",
     "histogram_percentiles": "run_id, context_tokens, concurrency, metric, percentile",
+    "slo_limits": "run_id, slo, metric, percentile", "run_costs": "run_id",
 }
 
 

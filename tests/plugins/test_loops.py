@@ -9,10 +9,9 @@ import random
 import pluggy
 import pytest
 
-import infermatrix.core.hookspecs
-import infermatrix.plugins.loops
-from infermatrix.core.config import LoopConfig
+from infermatrix.plugin import LoopConfig
 from infermatrix.plugins.loops import find_loop, loop_verdict, tokenize
+from infermatrix.testing import plugin_manager
 
 _SYLLABLES = "ka lo mi ne ru ta shi po ve da en or an is th qu ex al um io be".split()
 _ENDS = list(".....?!:;")
@@ -208,15 +207,7 @@ def test_thresholds_follow_the_config() -> None:
 
 
 def _manager() -> pluggy.PluginManager:
-    try:
-        from infermatrix.core.plugins import get_plugin_manager
-
-        return get_plugin_manager(load_entrypoints=False)
-    except ImportError:  # a sibling built-in plugin isn't written yet
-        pm = pluggy.PluginManager(infermatrix.core.hookspecs.PROJECT)
-        pm.add_hookspecs(infermatrix.core.hookspecs)
-        pm.register(infermatrix.plugins.loops)
-        return pm
+    return plugin_manager()  # the public testing kit: a fresh manager with the built-ins
 
 
 def test_hook_through_plugin_manager() -> None:
@@ -237,9 +228,7 @@ def test_disabled_returns_none() -> None:
 
 
 def _hook(text: str, output_tokens: int):
-    pm = pluggy.PluginManager("infermatrix")
-    pm.add_hookspecs(infermatrix.core.hookspecs)
-    pm.register(infermatrix.plugins.loops)
+    pm = _manager()  # the loops plugin is the built-ins' only detect_loop
     return [f for f in pm.hook.detect_loop(text=text, output_tokens=output_tokens, config=LoopConfig()) if f]
 
 

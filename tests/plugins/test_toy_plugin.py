@@ -8,6 +8,8 @@ The package is copied to a temporary directory, installed with pip (offline, ``-
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,12 +38,21 @@ def toy_env(tmp_path_factory):
     return tmp, {"PYTHONPATH": str(site)}
 
 
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in re.split(r"[│┃]", line)[1:-1]]
+
+
 def test_toy_is_listed_only_where_installed(toy_env):
     _, env = toy_env
     listed = run_cli("plugins", env=env)
     assert listed.returncode == 0, listed.stderr
-    row = next(ln for ln in listed.stdout.splitlines() if "infermatrix_toy" in ln)
-    assert "toy" in row and "register_engines" in row
+    lines = listed.stdout.splitlines()
+    row = next(ln for ln in lines if "infermatrix_toy" in ln)
+    header = next(ln for ln in lines if "┃" in ln)
+    # Step 7 of the tutorial shows the header and toy's row as the command prints them (cell by cell).
+    (shown,) = [m.group(1) for m in re.finditer(r"```text\n(.*?)```", (ROOT / "docs" / "writing-a-plugin.md").read_text(), re.DOTALL)]
+    doc_header, doc_row = shown.strip().splitlines()
+    assert _cells(doc_header) == _cells(header) and _cells(doc_row) == _cells(row) == ["toy", "infermatrix_toy", "toy", "register_engines"]
     assert "infermatrix_toy" not in run_cli("plugins").stdout  # nothing leaked into the project's environment
 
 
@@ -79,3 +90,18 @@ def test_toy_matrix_uses_its_own_metric_names(toy_env):
         assert dict(con.execute("SELECT concurrency, status FROM cells").fetchall())[4] == "admission_limited"
     finally:
         server.stop()
+
+
+def test_toy_package_own_test_passes_with_the_kit_only(toy_env):
+    """Step 9: the package's own test, run as its author would (pytest in the package), the plugin installed."""
+    tmp, env = toy_env
+    src = tmp / "src"
+    text = (src / "test_infermatrix_toy.py").read_text()
+    imports = {ln.split()[1] for ln in text.splitlines() if ln.startswith(("import ", "from "))}
+    assert imports == {"infermatrix_toy", "infermatrix.testing"}  # the kit only
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(src), str(src / "test_infermatrix_toy.py")],
+        capture_output=True, text=True, cwd=src, timeout=240, env={**os.environ, **env},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "1 passed" in proc.stdout

@@ -6,13 +6,11 @@ import math
 import re
 
 import anyio
-import pluggy
 import pytest
 
-import infermatrix.core.hookspecs
-import infermatrix.plugins.workload
-from infermatrix.core.config import MatrixConfig
+from infermatrix.plugin import MatrixConfig
 from infermatrix.plugins.workload import PromptBuilder, tolerance
+from infermatrix.testing import plugin_manager
 
 pytestmark = pytest.mark.anyio
 
@@ -198,14 +196,7 @@ def test_tolerance_rule() -> None:
 
 
 async def test_hook_returns_builder() -> None:
-    try:
-        from infermatrix.core.plugins import get_plugin_manager
-
-        pm = get_plugin_manager(load_entrypoints=False)
-    except ImportError:  # a sibling built-in plugin isn't written yet
-        pm = pluggy.PluginManager(infermatrix.core.hookspecs.PROJECT)
-        pm.add_hookspecs(infermatrix.core.hookspecs)
-        pm.register(infermatrix.plugins.workload)
+    pm = plugin_manager()  # the public testing kit: a fresh manager with the built-ins
     config = MatrixConfig(seed=9, prompt_mode="shared")
     workload = pm.hook.make_workload(config=config, tokenizer=WordTokenizer())
     assert isinstance(workload, PromptBuilder)

@@ -19,7 +19,7 @@ import pytest
 from rel_helpers import PACE_FREE, Sim, assert_nothing_left, cells, query, write_profile
 from rich.console import Console
 
-from infermatrix.core.config import validate_config
+from infermatrix.core.registry import validate_config
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.run.runner import RunOutcome, execute_run
 from infermatrix.core.store import Store

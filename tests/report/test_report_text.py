@@ -101,7 +101,7 @@ def test_legend_only_for_present_statuses(store):
     run_id = store.create_run(dict(RUN_INFO))
     store.save_cell(run_id, make_cell(8192, 1)[0])
     store.save_cell(run_id, make_cell(8192, 2, status="over_capacity", reason="too big")[0])
-    text = rendered(store, run_id)
+    text = " ".join(rendered(store, run_id).split())  # a long legend line wraps
     assert f"{status_label('over_capacity')}: {LEGEND['over_capacity']}" in text
     for s in ("looped", "error", "client_bound"):
         assert LEGEND[s] not in text
@@ -119,8 +119,26 @@ def test_reasons_listed(filled):
     store, run_id, cells, _ = filled
     text = " ".join(rendered(store, run_id).split())
     for c, _ in cells.values():
-        if c.status not in ("valid", "over_capacity"):
+        if c.status != "valid":  # over-capacity cells too: the stored reason says which limit
             assert f"{format_context(c.context_tokens)} × {c.concurrency}: {status_label(c.status)} — {c.reason}" in text
+
+
+def test_over_capacity_reasons_say_which_limit(store):
+    """N above the engine's max sequences and a KV cache too small are different reasons, both shown as stored."""
+    from infermatrix.core.run.planning import over_capacity_reason
+    from infermatrix.core.types import Capacity
+
+    cap = Capacity(kv_tokens=20_000, max_seqs=4, source="test")
+    seqs = over_capacity_reason(1024, 8, 128, cap, None, "distinct")
+    kv = over_capacity_reason(8192, 4, 128, cap, None, "distinct")
+    assert "max sequences 4" in seqs and "KV tokens" in kv
+    run_id = store.create_run(dict(RUN_INFO))
+    store.save_cell(run_id, make_cell(1024, 8, status="over_capacity", reason=seqs)[0])
+    store.save_cell(run_id, make_cell(8192, 4, status="over_capacity", reason=kv)[0])
+    text = " ".join(rendered(store, run_id).split())
+    assert f"1K × 8: {status_label('over_capacity')} — {seqs}" in text
+    assert f"8K × 4: {status_label('over_capacity')} — {kv}" in text
+    assert "maximum number of sequences" in text and "KV cache" in text  # the legend names both
 
 
 def test_statuses_have_distinct_styles(filled):

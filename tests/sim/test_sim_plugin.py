@@ -10,7 +10,8 @@ import pluggy
 import pytest
 
 from infermatrix.core import hookspecs
-from infermatrix.core.config import ConfigError, engine_config_classes, validate_config
+from infermatrix.core.config import ConfigError
+from infermatrix.core.registry import engine_config_classes, validate_config
 from infermatrix.core.registry import build_engine
 from infermatrix.plugins.sim import plugin as sim_plugin
 from infermatrix.plugins.sim.plugin import SimEngine, SimEngineConfig

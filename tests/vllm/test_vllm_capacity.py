@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infermatrix.core.config import validate_config
+from infermatrix.core.registry import validate_config
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.run.planning import resolve_capacity
 from infermatrix.core.types import Capacity, EngineInfo

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from infermatrix.core.config import ConfigError, load_config, validate_config
+from infermatrix.core.config import ConfigError, load_config
+from infermatrix.core.registry import validate_config
 from infermatrix.core.contexts import parse_context
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.registry import build_engine

@@ -9,7 +9,7 @@ import shutil
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
@@ -17,8 +17,11 @@ import httpx
 from infermatrix.core.config import ConfigError, EngineConfig
 from infermatrix.core.engine.process import ChildProcess
 from infermatrix.core.redact import redact_argv, redact_text, shell_join
-from infermatrix.core.engine.traits import EngineTraits
+from infermatrix.core.engine.traits import EngineTraits, HttpCall
 from infermatrix.core.types import Capacity, EngineInfo
+
+if TYPE_CHECKING:
+    from infermatrix.core.engine.detect import Recognition, ServerProbe
 
 __all__ = ["Engine", "AttachEngine", "LaunchedEngine", "EngineError", "free_port", "connect_host", "normalize_base_url", "probe_reachable", "missing_executable"]
 
@@ -79,6 +82,17 @@ class Engine(abc.ABC):
 
     traits: EngineTraits = EngineTraits()
     attach: bool = True  # attached: someone else runs the server (launch mode sets False)
+    # ``engine.kind = "auto"``: recognisers are asked in this order (lower first, then by kind name); the
+    # first yes wins. The built-ins use 10-60 (docs/engines.md lists them).
+    recognise_order: int = 100
+    detected: dict[str, Any] | None = None  # how ``auto`` chose this engine (set by the runner), else None
+
+    @classmethod
+    async def recognise(cls, probe: ServerProbe) -> Recognition | None:
+        """Whether the server behind ``probe`` is this engine (``engine.kind = "auto"``): a
+        :class:`Recognition` saying what showed it, or ``None``. Ask only what identifies the engine
+        (``probe`` GETs each path once, shared by every recogniser); the default recognises nothing."""
+        return None
 
     def __init__(self, config: EngineConfig, workdir: Path):
         self.config = config
@@ -239,6 +253,26 @@ class Engine(abc.ABC):
         answers wins over this; ``engine.kv_tokens`` / ``engine.max_seqs`` in the config win over both.
         """
         return None
+
+    async def reset_prefix_cache(self, client: httpx.AsyncClient) -> str | None:
+        """Empty the engine's prefix cache, as its traits say (``prefix_cache_reset``); the runner calls it before
+        every prefill probe, so a cold probe is cold even when a prompt repeats. ``None`` when the engine declares
+        no way; else ``"ok"`` or why the engine refused (a refusal is noted, not an error)."""
+        return await self._declared_call(client, self.traits.prefix_cache_reset)
+
+    async def abort_requests(self, client: httpx.AsyncClient) -> str | None:
+        """Abort every request the engine still holds, as its traits say (``abort``); the runner calls it at the
+        end of every decode cell, so nothing of one cell runs on into the next. Answers as :meth:`reset_prefix_cache`."""
+        return await self._declared_call(client, self.traits.abort)
+
+    async def _declared_call(self, client: httpx.AsyncClient, call: HttpCall | None) -> str | None:
+        if call is None:
+            return None
+        if "{" in call.path:  # a per-request or per-slot path: only the plugin knows the values (it overrides the method)
+            return f"not called: {call.path} needs values only the engine plugin has"
+        body = dict(call.body) if call.body is not None else None
+        r = await client.request(call.method, f"{self.base_url}{call.path}", json=body, headers=self.headers, timeout=30)
+        return "ok" if r.status_code < 400 else f"{call.method} {call.path} answered {r.status_code}: {r.text[:160]}"
 
 
 class AttachEngine(Engine):

@@ -18,6 +18,7 @@ from infermatrix.core.measure.metrics import median_or_none, window_stats
 from infermatrix.core.measure.admission import EngineSample, client_in_flight_flags, judge_admission
 from infermatrix.core.measure.batch import window_batch
 from infermatrix.core.measure.inflight import ClientCounts
+from infermatrix.core.measure.engine_stats import counter_deltas
 from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
 from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, settle_status, worst
 from infermatrix.core.measure.stagger import first_max_tokens
@@ -26,8 +27,8 @@ from infermatrix.core.measure.priority import client_priority
 from infermatrix.core.measure.transport import RawClient
 from infermatrix.core.measure.transport_choice import choose_transport
 from infermatrix.core.measure.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
-from infermatrix.core.run.warmth import WarmCache
-from infermatrix.core.run.warmup import PrefillRates, warm_prompts
+from infermatrix.core.measure.warmth import WarmCache
+from infermatrix.core.measure.warmup import PrefillRates, warm_prompts
 from infermatrix.core.engine.traits import EngineTraits
 from infermatrix.core.types import CellResult, Prompt, RequestRecord
 
@@ -119,7 +120,7 @@ class CellRunner:
 
     async def warm(self, context: int, prompts: list[Prompt]) -> list[RequestRecord]:
         """Send each prompt not still warm once with ``max_tokens = 1`` so the prefix cache holds it
-        (core/run/warmup.py; which are still warm: core/run/warmth.py)."""
+        (core/measure/warmup.py; which are still warm: core/measure/warmth.py)."""
         self._phase("warm-up")
         cold = self.warmth.cold(prompts) if self.matrix.warm_reuse else [True] * len(prompts)
         done, plan = await warm_prompts(self, context, prompts, self.on_phase, cold)
@@ -252,6 +253,7 @@ class CellRunner:
         after = await self.gauges.read()
         after_at = time.monotonic()  # the counter was read by now: the engine stopped the closed streams before
         result.flags["tokens"] = await reconcile_tokens(n, records, before, after, recounted, count, after_at)
+        result.flags["engine_counters"] = counter_deltas(self.traits.metrics, before, after)  # docs/metrics.md, engine statistics
         result.flags["steady_state"] = None if steady is None else {
             "reached": steady.reached, "engine_max_running": steady.achieved, "waited_s": round(steady.waited_s, 3),
             "engine_metrics": steady.metrics,

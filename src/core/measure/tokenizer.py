@@ -1,13 +1,17 @@
-"""Counting tokens as the server does: its tokenize endpoint (``EngineTraits.tokenize``), else its own
+"""Counting tokens as the server does: a local tokenizer when the run has one (``engine.tokenizer``, or a
+plugin's ``local_tokenizer`` hook), else its tokenize endpoint (``EngineTraits.tokenize``), else its own
 ``usage.prompt_tokens``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 
+from infermatrix.core.config import ConfigError
 from infermatrix.core.engine.traits import TokenizeAPI
 
-__all__ = ["ServerTokenizer", "UsageTokenizer", "pick_tokenizer"]
+__all__ = ["ServerTokenizer", "UsageTokenizer", "FileTokenizer", "tokenizer_json", "pick_tokenizer"]
 
 
 # Counts of generated text kept per run (text -> tokens): greedy decoding repeats the same output for the
@@ -89,6 +93,54 @@ class UsageTokenizer:
         r = await self.client.post(f"{self.base_url}{path}", json=body, headers=self.headers, timeout=600)
         r.raise_for_status()
         return int(r.json()["usage"]["prompt_tokens"])
+
+
+def tokenizer_json(path: str) -> Path:
+    """The tokenizer.json ``path`` names (the file, or a model directory holding one); ConfigError when none."""
+    p = Path(path).expanduser()
+    file = p / "tokenizer.json" if p.is_dir() else p
+    if not file.is_file():
+        raise ConfigError(f"engine.tokenizer: no tokenizer.json at {path}")
+    return file
+
+
+class FileTokenizer:
+    """A model's ``tokenizer.json``, read with the ``tokenizers`` package: prompts are sized here, with no
+    request to the engine (for servers without a tokenize endpoint; ``engine.tokenizer``).
+
+    For the chat API the model's chat template adds tokens around the prompt; a tokenizer.json does not hold
+    the template, so that overhead is measured once (``calibrate_chat``: one ``max_tokens = 1`` request, its
+    ``usage.prompt_tokens`` less the local count) and added to every count."""
+
+    exact = True
+
+    def __init__(self, path: str, api: str = "completions"):
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise ConfigError("engine.tokenizer needs the `tokenizers` package: pip install 'infermatrix[tokenizer]'") from None
+        file = tokenizer_json(path)
+        try:
+            self._tok = Tokenizer.from_file(str(file))
+        except Exception as exc:  # the library raises its own Exception subclass for a bad file
+            raise ConfigError(f"engine.tokenizer: {file} is not a tokenizer.json the `tokenizers` package reads: {exc}") from None
+        self.api = api
+        self.source = f"local {file}"
+        self.chat_overhead = 0
+
+    def tokens(self, text: str, special: bool = True) -> int:
+        return len(self._tok.encode(text, add_special_tokens=special).ids)
+
+    async def count(self, text: str) -> int:
+        return self.tokens(text) + (self.chat_overhead if self.api == "chat" else 0)
+
+    async def count_output(self, text: str) -> int:
+        """Tokens of generated text: no template, no special tokens."""
+        return self.tokens(text, special=False) if text else 0
+
+    async def calibrate_chat(self, usage: UsageTokenizer) -> None:
+        probe = "hello world"
+        self.chat_overhead = max(0, await usage.count(probe) - self.tokens(probe))
 
 
 _DEFAULT_TOKENIZE = TokenizeAPI()  # frozen: one shared default is safe

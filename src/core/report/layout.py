@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 from infermatrix.core.contexts import format_context
-from infermatrix.core.run.wallclock import wall_split
+from infermatrix.core.wallclock import wall_split
 from infermatrix.core.report.data import (
     DASH,
     ReportData,
@@ -50,7 +50,8 @@ LONG_NOTE = "Latencies are medians. Total tok/s is output across all simultaneou
 
 LEGEND = {
     "looped": "the model kept repeating the same text, so the benchmark discarded this measurement.",
-    "over_capacity": "not run because this many requests at this context would exceed the server's KV cache.",
+    "over_capacity": "not run: the server could not hold this many requests at this context (more than its maximum number of "
+    "sequences at once, more than its KV cache, or past max_model_len); the notes give each cell's reason.",
     "error": "requests failed (HTTP errors, broken streams or timeouts), so the benchmark discarded this measurement.",
     "client_bound": "the benchmark client, not the engine, set the pace, so the benchmark discarded this measurement.",
     "interrupted": "the run was stopped before this measurement finished.",
@@ -340,10 +341,11 @@ def legend_lines(d: ReportData) -> list[str]:
 
 
 def cell_notes(d: ReportData) -> list[str]:
-    """Why cells were discarded, one line each (over-capacity cells are explained by the legend)."""
+    """Why cells were discarded or not run, one line each, with the reason the run stored (an over-capacity
+    cell's says which limit: max sequences, KV cache or max_model_len)."""
     notes = []
     for r in d.decode:
-        if r["status"] in ("valid", "over_capacity"):
+        if r["status"] == "valid":
             continue
         reason = d.reason(r["context_tokens"], r["concurrency"])
         line = f"{r['context_label']} × {r['concurrency']}: {status_label(r['status'])}"

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from infermatrix.core.engine.contract import Engine, EngineError
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport, guarded
-from infermatrix.core.run.wallclock import PhaseClock
+from infermatrix.core.wallclock import PhaseClock
 
 __all__ = ["Phase", "start_up", "STARTUP_TRIES"]
 
@@ -24,7 +24,7 @@ STARTUP_TRIES = 3
 class Phase:
     """The phase a cell or probe is in (``prompts``, ``warm-up``, ``ramp`` … as the cell reports
     them), passed on to the progress display; the runner names it in an error's reason, and its
-    :class:`PhaseClock` (``clock``) attributes the wall time to it (core/run/wallclock.py)."""
+    :class:`PhaseClock` (``clock``) attributes the wall time to it (core/wallclock.py)."""
 
     def __init__(self, forward: Callable[[str, float | None], None] | None = None, clock: PhaseClock | None = None):
         self.now = "start-up"

@@ -14,6 +14,19 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
+def _pairs(flag: str, items: tuple[str, ...], start: dict[str, str], example: str) -> dict[str, str]:
+    """``ROLE=NAME`` options over the profile's table."""
+    from infermatrix.plugin import ConfigError
+
+    out = dict(start)
+    for item in items:
+        role, sep, name = item.partition("=")
+        if not sep or not role.strip() or not name.strip():
+            raise ConfigError(f"{flag} {item!r}: expected ROLE=NAME, e.g. {example}")
+        out[role.strip()] = name.strip()
+    return out
+
+
 @click.group()
 def sim() -> None:
     """The built-in simulated engine."""
@@ -27,9 +40,12 @@ def sim() -> None:
 @click.option("--metric-prefix", default=None, help='prefix of every /metrics family (default "vllm:")')
 @click.option("--metric-name", "metric_names", multiple=True, metavar="ROLE=NAME",
               help="serve one metric family under NAME, e.g. running=toy:running (roles: see docs/sim.md)")
-def sim_serve(profile, host, port, max_num_seqs, metric_prefix, metric_names) -> None:
+@click.option("--capacity-gauge", "capacity_gauges", multiple=True, metavar="ROLE=NAME",
+              help="also publish capacity as a plain gauge: kv_tokens=NAME and/or max_seqs=NAME")
+@click.option("--no-tokenize", is_flag=True, help="serve no /tokenize endpoint (a server without one)")
+def sim_serve(profile, host, port, max_num_seqs, metric_prefix, metric_names, capacity_gauges, no_tokenize) -> None:
     """Serve the OpenAI API from the simulated engine."""
-    from infermatrix.core.config import ConfigError
+    from infermatrix.plugin import ConfigError
     from infermatrix.plugins.sim.profile import load_profile
     from infermatrix.plugins.sim.server import serve
 
@@ -41,13 +57,11 @@ def sim_serve(profile, host, port, max_num_seqs, metric_prefix, metric_names) ->
         if metric_prefix is not None:
             changes["metric_prefix"] = metric_prefix
         if metric_names:
-            names = dict(prof.metric_names)
-            for item in metric_names:
-                role, sep, name = item.partition("=")
-                if not sep or not role or not name:
-                    raise ConfigError(f"--metric-name {item!r}: expected ROLE=NAME, e.g. running=toy:running")
-                names[role.strip()] = name.strip()
-            changes["metric_names"] = names
+            changes["metric_names"] = _pairs("--metric-name", metric_names, prof.metric_names, "running=toy:running")
+        if capacity_gauges:
+            changes["capacity_gauges"] = _pairs("--capacity-gauge", capacity_gauges, prof.capacity_gauges, "kv_tokens=toy:kv_cache_tokens")
+        if no_tokenize:
+            changes["tokenize"] = False
         if changes:
             prof = load_profile({**prof.model_dump(mode="json"), **changes})
     except ConfigError as exc:

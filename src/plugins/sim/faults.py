@@ -44,7 +44,7 @@ from typing import Any, AsyncIterator, Callable, Literal, MutableMapping
 
 from pydantic import Field, model_validator
 
-from infermatrix.core.config import Strict
+from infermatrix.plugin import Strict
 from infermatrix.plugins.sim.phases import PHASES, PhaseTracker
 
 Phase = Literal["describe", "tokenize", "metrics", "prefill", "warmup", "ramp", "steady", "window", "drain", "between"]

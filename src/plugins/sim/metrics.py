@@ -7,6 +7,7 @@ from typing import Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from infermatrix.plugins.sim.profile import CAPACITY_GAUGES
 from infermatrix.plugins.sim.scheduler import Scheduler
 
 __all__ = ["render_metrics", "CONTENT_TYPE"]
@@ -47,6 +48,14 @@ class _Collector:
         yield counter(f("generated_tokens"), "Number of generation tokens processed.", c["generation_tokens"])
         yield counter(f("prefix_cache_queries"), "Prefix cache queries, in tokens.", c["cache_queries"])
         yield counter(f("prefix_cache_hits"), "Prefix cache hits, in tokens.", c["cache_hits"])
+        if p.spec_tokens:  # as vLLM: the spec_decode families exist only with speculative decoding on
+            yield counter(f("spec_drafts"), "Number of spec decoding drafts.", c["spec_drafts"])
+            yield counter(f("spec_draft_tokens"), "Number of draft tokens.", c["spec_draft_tokens"])
+            yield counter(f("spec_accepted_tokens"), "Number of accepted tokens.", c["spec_accepted_tokens"])
+            pos = CounterMetricFamily(f("spec_accepted_per_pos"), "Accepted tokens per draft position.", labels=[*_LABELS, "position"])
+            for i, v in enumerate(s.spec_accepted_per_pos):
+                pos.add_metric([*lv, str(i)], v)
+            yield pos
         yield counter(f("preemptions"), "Cumulative number of preemption from the engine.", c["preemptions"])
         done = CounterMetricFamily(f("request_success"), "Count of successfully processed requests.",
                                    labels=[*_LABELS, "finished_reason"])  # fmt: skip
@@ -59,6 +68,10 @@ class _Collector:
                                          "num_cpu_blocks", "num_gpu_blocks", "num_gpu_blocks_override"])  # fmt: skip
         info.add_metric([str(p.block_size), "auto", str(p.prefix_cache_tokens > 0), "0.9", "0", str(p.num_gpu_blocks), "None"], 1.0)
         yield info
+        # Capacity as plain gauges, for engines that publish it so (profile capacity_gauges; none by default).
+        values = {"kv_tokens": p.kv_tokens, "max_seqs": p.max_num_seqs}
+        for role, name in p.capacity_gauges.items():
+            yield gauge(name, CAPACITY_GAUGES[role], values[role])
 
 
 def render_metrics(sched: Scheduler) -> bytes:

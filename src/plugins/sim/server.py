@@ -71,6 +71,7 @@ class _SSE(StreamingResponse):
 
 
 def create_app(profile: SimProfile) -> Starlette:
+    tok.use_tokenizer_file(profile.tokenizer_file)
     sched = Scheduler(profile)
     faults = FaultState(profile.faults)  # fault injection and the API key: every hook is a `faults.` call
     model_entry = {"id": profile.model, "object": "model", "created": 0, "owned_by": "infermatrix-sim",
@@ -142,6 +143,19 @@ def create_app(profile: SimProfile) -> Starlette:
     async def reset(request: Request) -> Response:
         sched.reset(cache=request.query_params.get("cache") in ("1", "true", "yes"))
         return _json({"ok": True})
+
+    async def reset_prefix_cache(request: Request) -> Response:  # vLLM's endpoint (its dev mode)
+        sched.reset_prefix_cache()
+        return _json({"ok": True})
+
+    async def abort_request(request: Request) -> Response:  # SGLang's shape: {"abort_all": true}
+        try:
+            body = await _body(request)
+        except ApiError as exc:
+            return _error(exc)
+        if not (isinstance(body, dict) and body.get("abort_all") is True):
+            return _error(ApiError(400, "only {\"abort_all\": true} is supported", param="abort_all"))
+        return _json({"ok": True, "aborted": sched.abort_all()})
 
     async def tokenize_info(request: Request) -> Response:
         out: dict[str, Any] = {}
@@ -260,10 +274,12 @@ def create_app(profile: SimProfile) -> Starlette:
         Route("/health", health, methods=["GET"]),
         Route("/version", version, methods=["GET"]),
         Route("/v1/models", models, methods=["GET"]),
-        Route("/tokenize", tokenize, methods=["POST"]),
+        *([Route("/tokenize", tokenize, methods=["POST"])] if profile.tokenize else []),  # off: as servers without one
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
+        Route("/reset_prefix_cache", reset_prefix_cache, methods=["POST"]),
+        Route("/abort_request", abort_request, methods=["POST"]),
         Route("/debug/truth", truth, methods=["GET"]),
         Route("/debug/window", window, methods=["GET"]),
         Route("/debug/reset", reset, methods=["POST"]),
@@ -316,7 +332,7 @@ def serve(profile: SimProfile, host: str = "127.0.0.1", port: int = 8000) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    from infermatrix.core.config import ConfigError
+    from infermatrix.plugin import ConfigError
 
     ap = argparse.ArgumentParser(prog="python -m infermatrix.plugins.sim.server", description="Serve a simulated engine.")
     ap.add_argument("--profile", default="demo", help="built-in name, or a .toml/.json profile file")

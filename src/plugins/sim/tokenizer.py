@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from pathlib import Path
 from typing import Any, Iterable
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "MESSAGE_OVERHEAD",
     "PRIMING_OVERHEAD",
     "split",
+    "use_tokenizer_file",
     "count_tokens",
     "tokenize",
     "token_id",
@@ -43,13 +45,33 @@ _SPECIAL = {"<|im_start|>": VOCAB_SIZE - 3, "<|im_end|>": VOCAB_SIZE - 2, "<|end
 _ID_CACHE: dict[str, int] = {}
 
 
+# A real tokenizer (``tokenizers``, from the profile's ``tokenizer_file``) replacing the regex one in this
+# server process: so the sim counts prompts as a real model does, for a client that sizes them with the
+# same tokenizer.json and no /tokenize (docs/sim.md). One profile per server process, so module state.
+_FILE: Any = None
+
+
+def use_tokenizer_file(path: str | None) -> None:
+    """Count with ``path`` (a tokenizer.json, or a model directory holding one); None: the regex tokenizer."""
+    global _FILE
+    if path is None:
+        _FILE = None
+        return
+    from tokenizers import Tokenizer
+
+    p = Path(path).expanduser()
+    _FILE = Tokenizer.from_file(str(p / "tokenizer.json" if p.is_dir() else p))
+
+
 def split(text: str) -> list[str]:
-    """The token strings of ``text`` (they concatenate back to ``text``)."""
+    """The token strings of ``text`` (with the regex tokenizer they concatenate back to ``text``)."""
+    if _FILE is not None:
+        return list(_FILE.encode(text).tokens)
     return _TOKEN_RE.findall(text)
 
 
 def count_tokens(text: str) -> int:
-    return len(_TOKEN_RE.findall(text))
+    return len(split(text))
 
 
 def token_id(piece: str) -> int:

@@ -75,7 +75,7 @@ async def warm_prompts(
     runner: CellRunner, context: int, prompts: list[Prompt], on_progress: Callable[[str, float | None], None] | None = None,
     cold: list[bool] | None = None,
 ) -> tuple[list[RequestRecord], WarmupPlan]:
-    """Send each prompt once — each ``cold`` one, when given (core/run/warmth.py) — bounded, see the module
+    """Send each prompt once — each ``cold`` one, when given (core/measure/warmth.py) — bounded, see the module
     doc; returns every warm-up request and the plan."""
     m = runner.matrix
     rates = runner.prefill_rates

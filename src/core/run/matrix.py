@@ -1,0 +1,382 @@
+"""The matrix on a ready run, step by step: start the engine and read what it is (``start``), then each
+prefill probe (``prefill_probe``) and each decode cell (``decode_cell``), each saved before the next.
+
+Between steps the engine's health is checked (``ensure_up``); an engine that goes down inside a step ends
+that step as ``error`` with the reason (``went_down``) and is brought back (``recover``); an engine that
+answers but fails every request for a while stops the run (``judge``). docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+import pluggy
+from rich.console import Console
+from rich.markup import escape
+
+from infermatrix.core.config import RunConfig
+from infermatrix.core.contexts import format_context
+from infermatrix.core.engine.contract import Engine, EngineError
+from infermatrix.core.engine.telemetry import GpuSampler
+from infermatrix.core.registry import make_workload
+from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport, down_reason, guarded
+from infermatrix.core.measure.cell import CellRunner
+from infermatrix.core.measure.steady import METRICS_NOT_FOUND
+from infermatrix.core.measure.tokenizer import FileTokenizer, UsageTokenizer, pick_tokenizer
+from infermatrix.core.measure.warmth import WarmCache
+from infermatrix.core.run.accounting import account, apply_validity, cell_detail, partial_cell, redact_result, rejected_everything
+from infermatrix.core.run.planning import known_max_model_len, over_capacity_cells, over_capacity_reason, resolve_capacity
+from infermatrix.core.run.prefill import probe_prefill, round_trip_ms
+from infermatrix.core.run.progress import RunProgress
+from infermatrix.core.run.steps import Phase, start_up
+from infermatrix.core.store import Store
+from infermatrix.core.store.telemetry import save_gpu_samples
+from infermatrix.core.types import Capacity, CellResult, EngineInfo, PrefillResult, Prompt
+from infermatrix.core.wallclock import PhaseClock
+
+__all__ = ["MatrixRun", "REJECTED_UNITS"]
+
+# The run stops (failed) after this many measured cells/probes in a row in which no request succeeded
+# while the engine kept answering /health: it is rejecting everything (bad key, overloaded, broken).
+REJECTED_UNITS = 3
+
+
+@dataclass
+class MatrixRun:
+    """One session of a run on its engine: what ``execute_run`` hands over once the run exists."""
+
+    pm: pluggy.PluginManager
+    cfg: RunConfig
+    store: Store
+    console: Console
+    engine: Engine
+    client: httpx.AsyncClient
+    transport: WatchedTransport
+    run_id: str
+    clock: PhaseClock
+    cells: dict[str, int]  # the outcome's count of saved cells by status, filled in as they are saved
+    # set by start():
+    runner: CellRunner = field(init=False)
+    workload: Any = field(init=False)
+    capacity: Capacity = field(init=False)
+    max_model_len: int | None = field(init=False)
+    gauges_state: str = field(init=False)
+    phase: Phase = field(init=False)
+    gpu: GpuSampler = field(default_factory=lambda: GpuSampler(interval_s=1.0))  # power, clocks, memory, utilisation per GPU, per cell
+    prompts: dict[tuple[int, int], Prompt] = field(default_factory=dict)
+    sources: set[str] = field(default_factory=set)  # token sources of the valid cells, for the run's header
+    rejected: int = 0  # units in a row in which the engine failed every request
+    rtts: list[float] = field(default_factory=list)  # round trips of an empty request: the client's share of every TTFT
+    notes: set[str] = field(default_factory=set)  # refusals already said once
+
+    async def run(self, todo: tuple[list[int], list[tuple[int, int]]]) -> None:
+        """The whole matrix: start-up, the prefill probes, the client's round trip, the decode cells."""
+        todo_prefill, todo_cells = todo
+        await self.start(todo_cells)
+        with RunProgress(self.console, len(todo_prefill) + len(todo_cells)) as progress:
+            self.phase = Phase(progress.on_phase, self.clock)  # the phase a step fails in is named in its reason; the clock times it
+            self.runner.on_tokens, self.runner.on_phase = progress.on_tokens, self.phase
+            for ctx in todo_prefill:
+                await self.prefill_probe(progress, ctx)
+            await self.client_overhead()
+            for ctx, n in todo_cells:
+                await self.decode_cell(progress, ctx, n)
+
+    # -- start-up -------------------------------------------------------------------------------------
+
+    async def start(self, todo_cells: list[tuple[int, int]]) -> None:
+        """Launch (or reach) the engine, learn what it is and what it holds, and store that in the run's row."""
+        cfg, m, engine, store = self.cfg, self.cfg.matrix, self.engine, self.store
+        self.console.print(f"[bold]infermatrix[/] run [cyan]{self.run_id}[/]: starting {engine.kind} engine" + (f" at {engine.base_url}" if engine.base_url else ""))
+        detected = _detected(store, self.run_id, engine)
+        if engine.detected is not None:  # engine.kind = "auto": what was found, or that nothing was
+            note = escape(engine.detected["note"])
+            said = note if engine.detected["recognised"] else f"[yellow]{note}[/]"
+            self.console.print(f"  {said} [dim]({engine.detected['ms']:.0f} ms)[/]", highlight=False, soft_wrap=True)
+        planned = plan_before_launch(cfg, todo_cells, self.console)
+        self.clock.enter("launch")
+        await engine.start()
+        self.clock.enter("ready")
+        await engine.wait_ready(self.client, cfg.engine.ready_timeout_s)
+        # Guarded: an engine that goes away here is restarted (or waited for) and asked again.
+        info, _metrics_text, capacity, tokenizer = await start_up(engine, self.client, self.transport, self.console, self._describe, self.clock)
+        self.capacity = capacity
+        self.max_model_len = info.max_model_len or cfg.engine.max_model_len
+        self.workload = make_workload(self.pm, m, tokenizer)
+        store.update_run(
+            self.run_id, engine=info.engine, engine_version=info.version, model=info.model, hardware={**info.hardware, **cfg.hardware},
+            launch_command=info.launch_command, max_model_len=self.max_model_len, kv_tokens=capacity.kv_tokens,
+            max_seqs=capacity.max_seqs, capacity_source=capacity.source, tokenizer=tokenizer.source,
+            engine_extra={**info.extra, **detected}, capacity_detail=capacity.detail, duration_s=m.duration_s, max_output=m.max_output,
+        )
+        self.console.print(
+            f"  {info.engine} {info.version or ''} · model {info.model} · max_model_len {self.max_model_len or '?'} · "
+            f"KV {capacity.kv_tokens if capacity.kv_tokens is not None else 'unlimited'} tokens ({capacity.source})"
+        )
+        if planned is not None and planned != over_capacity_cells(todo_cells, m.max_output, capacity, self.max_model_len, m.prompt_mode):
+            self.console.print("  [yellow]the engine's capacity differs from the plan made before launch; its own is used[/]", highlight=False)
+        self.runner = CellRunner(client=self.client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops,
+                                 pm=self.pm, tokenizer=tokenizer, id_prefix=self.run_id, traits=engine.traits, watch=self.transport,
+                                 warmth=WarmCache(capacity.kv_tokens))  # fmt: skip
+        self.console.print(f"  client transport: {self.runner.transport.line()}", highlight=False)
+        state = await start_up(engine, self.client, self.transport, self.console, self._probe_gauges, self.clock)
+        self.gauges_state = record_gauges(self.store, self.run_id, self.runner, engine.traits, state, self.console)
+
+    async def _describe(self, phase: Phase) -> tuple[EngineInfo, str | None, Capacity, Any]:
+        engine, client = self.engine, self.client
+        phase("describe")
+        info = await engine.describe(client)
+        phase("capacity")
+        metrics_text = await engine.metrics_page(client)
+        capacity = resolve_capacity(self.pm, self.cfg, info, metrics_text, await engine.read_capacity(client))
+        phase("tokenizer")
+        return info, metrics_text, capacity, await self._tokenizer(info.model)
+
+    async def _tokenizer(self, model: str) -> Any:
+        """``engine.tokenizer`` (a local tokenizer.json), else a plugin's ``local_tokenizer``, else the
+        engine's tokenize endpoint, else its usage counts (core/measure/tokenizer.py)."""
+        engine, client, m = self.engine, self.client, self.cfg.matrix
+        path = self.cfg.engine.tokenizer
+        local = FileTokenizer(path, m.api) if path else self.pm.hook.local_tokenizer(config=self.cfg.engine, model=model, api=m.api)
+        if local is None:
+            return await pick_tokenizer(client, engine.base_url, model, m.api, engine.headers, engine.traits.tokenize)
+        if isinstance(local, FileTokenizer) and m.api == "chat":  # the chat template's tokens, measured once
+            await local.calibrate_chat(UsageTokenizer(client, engine.base_url, model, m.api, engine.headers))
+        if not getattr(local, "source", None):
+            local.source = f"local ({type(local).__name__})"
+        return local
+
+    async def _probe_gauges(self, phase: Phase) -> str:
+        phase("gauges")
+        return await self.runner.gauges.probe()
+
+    # -- between steps --------------------------------------------------------------------------------
+
+    async def ensure_up(self) -> None:
+        """The engine gone between cells: no cell to blame, bring it back first."""
+        self.phase("health")
+        why = await down_reason(self.engine, self.client)
+        if why is not None:
+            self.console.print(f"  [red]{self.engine.redact(why)}[/] between cells", highlight=False)
+            if self.engine.attach:
+                self.console.print(f"  waiting up to {self.cfg.engine.reconnect_timeout_s:g} s for {self.engine.base_url} to come back …", highlight=False)
+            await self.recover()
+
+    async def recover(self) -> None:
+        """Restart the engine (or wait for it); its prefix cache is empty after."""
+        self.phase("recover")
+        self.runner.warmth.forget()
+        self.console.print(f"  {await self.engine.recover(self.client)}", highlight=False)
+
+    async def went_down(self, why: str) -> tuple[str, dict[str, Any]]:
+        """The reason (and flags) a step the engine went down in is saved with."""
+        engine, phase = self.engine, self.phase
+        tail = engine.redact(engine.log_tail(20))
+        last = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "")
+        reason = engine.redact(f"engine down during this cell ({phase.now}): {why}" + (f"; last log line: {last}" if last else ""))
+        self.console.print(f"  [red]{reason}[/]", highlight=False)
+        waiting = f"waiting up to {self.cfg.engine.reconnect_timeout_s:g} s for {engine.base_url} to come back"
+        self.console.print(f"  {'restarting ' + engine.kind if not engine.attach else waiting} …", highlight=False)
+        return reason, {"engine_down": engine.redact(why), "engine_log_tail": tail, "failed_phase": phase.now}
+
+    def judge(self, result: CellResult | PrefillResult) -> None:
+        """Stop the run when the engine has failed every request of :data:`REJECTED_UNITS` steps in a row."""
+        verdict = rejected_everything(result)
+        if verdict is None:
+            return
+        self.rejected = self.rejected + 1 if verdict else 0
+        if self.rejected >= REJECTED_UNITS:
+            raise EngineError(f"the engine answers but failed every request of the last {self.rejected} cells/probes; stopping. Last: {result.reason}")
+
+    # -- prefill --------------------------------------------------------------------------------------
+
+    async def prefill_probe(self, progress: RunProgress, ctx: int) -> None:
+        """One prefill probe at ``ctx``, saved (an engine lost in it: ``error``, then brought back)."""
+        label = progress.cell_label(ctx)
+        progress.cell(label)
+        await self.ensure_up()
+        recover = False
+        try:
+            reset = self.reset_prefix_cache if self.engine.traits.prefix_cache_reset is not None else None
+            probe = functools.partial(probe_prefill, self.runner, self.workload, ctx, self.max_model_len, self.run_id, self.rtts, self.phase, reset)
+            result = await guarded(self.engine, self.client, self.transport, probe)
+        except EngineDown as down:
+            reason, _ = await self.went_down(down.why)
+            result = PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None, status="error", reason=reason)
+            recover = True
+        except StepFailed as exc:  # the engine answers, but a step of the probe failed: the probe is an error
+            result = PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None, status="error",
+                                   reason=f"failed in {self.phase.now}: {exc.why}")  # fmt: skip
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                self.store.save_prefill(self.run_id, PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None,
+                                                                   status="interrupted", reason="run interrupted during this probe"))  # fmt: skip
+            raise
+        redact_result(self.engine, result)
+        self.runner.warmth.wrote(sum((s.prompt_tokens or ctx) + 1 for s in result.samples))
+        self.phase("save")
+        self.store.save_prefill(self.run_id, result)
+        detail = f"{result.prompt_tps:,.0f} prompt tok/s, TTFT {result.ttft_ms:,.0f} ms" if result.status == "valid" else (result.reason or "")
+        progress.finished(label, result.status, detail)
+        if recover:
+            await self.recover()
+        else:
+            self.judge(result)
+
+    async def reset_prefix_cache(self) -> None:
+        """The engine's prefix cache emptied (before each prefill probe): nothing is warm after it. A refusal is
+        said once; the probes' never-seen prompts still keep them cold."""
+        note = await self.engine.reset_prefix_cache(self.client)
+        self.runner.warmth.forget()
+        if note is not None and not note.startswith("ok") and note not in self.notes:
+            self.notes.add(note)
+            self.console.print(f"  [yellow]prefix-cache reset before a prefill probe: {self.engine.redact(note)}[/]", highlight=False)
+
+    async def client_overhead(self) -> None:
+        """The run's ``client_overhead_ms`` (not measured when the engine fails it; the next health check brings it back)."""
+        self.phase("round trip")
+        try:
+            await guarded(self.engine, self.client, self.transport, functools.partial(_client_overhead, self.store, self.run_id, self.runner, self.rtts))
+        except (EngineDown, StepFailed):
+            pass
+
+    # -- decode cells ---------------------------------------------------------------------------------
+
+    async def prompt_for(self, ctx: int, stream: int) -> Prompt:
+        if (ctx, stream) not in self.prompts:
+            # The stream first: the key's first tokens are what keeps the prompts' first KV blocks apart.
+            self.prompts[(ctx, stream)] = await self.workload.prompt(ctx, f"s{stream}/decode/{ctx}")
+        return self.prompts[(ctx, stream)]
+
+    async def decode_cell(self, progress: RunProgress, ctx: int, n: int) -> None:
+        """One decode cell (ctx × n): over capacity, or measured; saved with its own wall-time split."""
+        m = self.cfg.matrix
+        label = progress.cell_label(ctx, n)
+        progress.cell(label)
+        before = self.clock.totals()  # the cell's own phases_s: from here to its save
+        gpu_samples: list[Any] = []
+        recover = False
+        too_big = over_capacity_reason(ctx, n, m.max_output, self.capacity, self.max_model_len, m.prompt_mode)
+        if too_big:
+            result = CellResult(context_tokens=ctx, concurrency=n, status="over_capacity", reason=too_big)
+        else:
+            result, recover, gpu_samples = await self._measure_cell(ctx, n)
+        self._save_cell(progress, label, result, before, gpu_samples)
+        if recover:
+            await self.recover()
+        else:
+            self.judge(result)
+
+    async def _measure_cell(self, ctx: int, n: int) -> tuple[CellResult, bool, list[Any]]:
+        """The cell measured, guarded; returns it, whether the engine must be brought back, and the GPU samples."""
+        m, runner, phase = self.cfg.matrix, self.runner, self.phase
+        await self.ensure_up()
+        started_at = time.time()
+        runner.last_warm, runner.live_records = [], []
+
+        async def measure() -> CellResult:
+            phase("prompts")
+            cell_prompts = [await self.prompt_for(ctx, 0 if m.prompt_mode == "shared" else i) for i in range(n)]
+            result = await runner.measure(ctx, cell_prompts)
+            if self.engine.traits.abort is not None:  # nothing of this cell runs on into the next
+                phase("drain")
+                result.flags["abort"] = await self.engine.abort_requests(self.client)
+            return result
+
+        gpu_samples: list[Any] = []
+        try:
+            async with self.gpu.sampling() as gpu_samples:  # nothing to sample where there is no nvidia-smi
+                result = await guarded(self.engine, self.client, self.transport, measure)
+            account(result, list(getattr(runner, "last_warm", None) or []))
+            apply_validity(result, m, self.cfg.validity)
+        except EngineDown as down:
+            reason, flags = await self.went_down(down.why)
+            return partial_cell(ctx, n, "error", reason, started_at, runner, flags), True, gpu_samples
+        except StepFailed as exc:  # the engine answers, but a step outside the requests failed (a tokenize, a metrics read)
+            result = partial_cell(ctx, n, "error", f"failed in {phase.now}: {exc.why}", started_at, runner,
+                                  {"failed_phase": phase.now, "engine_log_tail": self.engine.redact(self.engine.log_tail(20))})  # fmt: skip
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                partial = partial_cell(ctx, n, "interrupted", "run interrupted during this cell (resume runs it again)", started_at, runner, {})
+                redact_result(self.engine, partial)
+                self.store.save_cell(self.run_id, partial)
+            raise
+        return result, False, gpu_samples
+
+    def _save_cell(self, progress: RunProgress, label: str, result: CellResult, before: dict[str, float], gpu_samples: list[Any]) -> None:
+        """Save the cell (redacted, with its phases_s and GPU samples) and update the run's header."""
+        store, run_id = self.store, self.run_id
+        redact_result(self.engine, result)
+        self.phase("save")
+        result.flags["phases_s"] = self.clock.since(before)
+        store.save_cell(run_id, result)
+        if gpu_samples:
+            save_gpu_samples(store, run_id, result.context_tokens, result.concurrency, gpu_samples)
+        self.cells[result.status] = self.cells.get(result.status, 0) + 1
+        if result.token_source and result.status == "valid":
+            self.sources.add(result.token_source)
+            store.update_run(run_id, token_source=self.sources.pop() if len(self.sources) == 1 else "mixed")
+            self.sources.add(result.token_source)
+        progress.finished(label, result.status, cell_detail(result))
+        if self.runner.gauges.state != self.gauges_state:  # a metrics page that did not answer at first, known now
+            self.gauges_state = record_gauges(store, run_id, self.runner, self.engine.traits, self.runner.gauges.state, None)
+
+
+def plan_before_launch(cfg: RunConfig, cells: list[tuple[int, int]], console: Console) -> list[tuple[int, int]] | None:
+    """Over-capacity cells as the config alone tells (``known_capacity``), said before the engine starts; the
+    engine's own capacity, read once it is up, decides (resolve_capacity)."""
+    known = cfg.engine.known_capacity()
+    if known is None:
+        return None
+    m = cfg.matrix
+    kv, seqs, source = known
+    limit, _ = known_max_model_len(cfg)
+    over = over_capacity_cells(cells, m.max_output, Capacity(kv_tokens=kv, max_seqs=seqs, source=source), limit, m.prompt_mode)
+    what = f"KV {kv:,} tokens" if kv is not None else "KV unknown"
+    what += f", {seqs} sequences" if seqs is not None else ""
+    listed = ", ".join(f"{format_context(c)}×{n}" for c, n in over) if over else "none"
+    console.print(f"  plan ({what}, {source}): {len(cells) - len(over)} of {len(cells)} cells fit; over capacity: {listed}", highlight=False)
+    return over
+
+
+def _detected(store: Store, run_id: str, engine: Engine) -> dict[str, Any]:
+    """``engine_extra``'s ``detected`` (the header's line) and ``detection`` (the record) when ``auto`` chose
+    the kind: this run's, or on resume the stored one (the stored config names the kind found then)."""
+    if engine.detected is not None:
+        record = {k: v for k, v in engine.detected.items() if k not in ("line", "note")}
+        return {"detected": engine.detected["line"], "detection": record}
+    stored = (store.get_run(run_id) or {}).get("engine_extra") or {}
+    return {k: stored[k] for k in ("detected", "detection") if k in stored}
+
+
+def record_gauges(store: Store, run_id: str, runner: CellRunner, traits: Any, state: str, console: Console | None) -> str:
+    """Store (and say, in the run header) whether the engine's own gauges are there."""
+    if state == "found":
+        store.update_run(run_id, engine_metrics={"found": True, **traits.describe()})
+    elif state == "absent":
+        store.update_run(run_id, engine_metrics={"found": False, "note": METRICS_NOT_FOUND, **traits.describe()})
+        if console is not None:
+            console.print(f"  [yellow]{METRICS_NOT_FOUND}[/]", highlight=False)
+    else:  # declared, but the page did not answer yet: unknown, asked again in every cell
+        why = runner.gauges.last_error or "no answer"
+        store.update_run(run_id, engine_metrics={"found": None, "note": f"engine metrics did not answer at the start ({why})", **traits.describe()})
+        if console is not None:
+            console.print(f"  [yellow]engine metrics did not answer ({why}); asked again in every cell[/]", highlight=False)
+    return state
+
+
+async def _client_overhead(store: Store, run_id: str, runner: CellRunner, rtts: list[float], tries: int = 5) -> None:
+    """The run's ``client_overhead_ms``: the median round trip of an empty request (core/run/prefill.py)."""
+    while len(rtts) < tries:
+        rtt = await round_trip_ms(runner.client, runner.base_url, runner.headers)
+        if rtt is None:
+            break
+        rtts.append(rtt)
+    if rtts:
+        store.update_run(run_id, client_overhead_ms=round(statistics.median(rtts), 3))
