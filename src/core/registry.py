@@ -16,7 +16,7 @@ from typing import Annotated, Any, Union, cast
 import pluggy
 from pydantic import BaseModel, Field, ValidationError, create_model
 
-from infermatrix.core.config import ConfigError, EngineConfig, LoopConfig, MatrixConfig, RunConfig, StoreConfig, Strict, ValidityConfig
+from infermatrix.core.config import ConfigError, EngineConfig, LoadConfig, LoopConfig, MatrixConfig, RunConfig, StoreConfig, Strict, ValidityConfig
 from infermatrix.core.engine.contract import Engine
 
 __all__ = [
@@ -102,6 +102,7 @@ def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
         validity=(ValidityConfig, Field(default_factory=ValidityConfig)),
         store=(StoreConfig, Field(default_factory=StoreConfig)),
         hardware=(dict[str, Any], Field(default_factory=dict)),
+        load=(list[LoadConfig], Field(default_factory=list)),
     )
 
 
