@@ -12,6 +12,7 @@ from rich.console import Console
 from infermatrix.cli.common import (
     DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, OneLineErrors, fail, list_option, number_option, open_store,
 )
+from infermatrix.cli.load_flags import apply_load_flags
 from infermatrix.cli.results_cmds import print_report
 from infermatrix.core.config import ConfigError, apply_overrides, load_config
 from infermatrix.core.registry import validate_config
@@ -20,7 +21,8 @@ from infermatrix.core.plugins import get_plugin_manager
 
 # Flags that only make sense for a new run: with --resume the stored config is the run's definition.
 _NEW_RUN_FLAGS = ("--engine", "--base-url", "--model", "--contexts", "--prefill-contexts", "--concurrency",
-                  "--duration", "--max-output", "--api", "--api-key-env", "--api-key-file", "--no-loop-detection")  # fmt: skip
+                  "--duration", "--max-output", "--api", "--api-key-env", "--api-key-file", "--no-loop-detection",
+                  "--rate", "--arrival", "--load-duration", "--max-in-flight")  # fmt: skip
 
 
 @click.command(cls=OneLineErrors)
@@ -44,15 +46,21 @@ _NEW_RUN_FLAGS = ("--engine", "--base-url", "--model", "--contexts", "--prefill-
 @click.option("--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key")
 @click.option("--api-key-file", default=None, metavar="PATH", help="file holding the API key")
 @click.option("--no-loop-detection", is_flag=True, default=False, help="don't check outputs for loops (loops.enabled = false)")
+@click.option("--rate", default=None, metavar="R,...", help="open-loop points after the matrix, requests/s each, e.g. 2,4,8 (docs/load.md)")
+@click.option("--arrival", default=None, metavar="PROCESS", help="with --rate: poisson (default), constant or gamma:K")
+@click.option("--load-duration", default=None, metavar="SECONDS", help="with --rate: seconds of arrivals per point (default 30)")
+@click.option("--max-in-flight", default=None, metavar="N", help="with --rate: cap on requests in flight; the rest queue (counted as lag)")
 def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_url, model, contexts, prefill_contexts,
-        concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection) -> None:
+        concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection, rate, arrival, load_duration,
+        max_in_flight) -> None:
     """Run a benchmark matrix from CONFIG_FILE (TOML), or against --base-url."""
     pm = get_plugin_manager()
     try:
         if resume_id:
             given = [flag for flag, value in zip(_NEW_RUN_FLAGS, (
                 engine_kind, base_url, model, contexts, prefill_contexts, concurrency, duration, max_output, api,
-                api_key_env, api_key_file, no_loop_detection or None)) if value is not None]  # fmt: skip
+                api_key_env, api_key_file, no_loop_detection or None, rate, arrival, load_duration, max_in_flight))
+                if value is not None]  # fmt: skip
             if given:
                 raise ConfigError(f"{given[0]}: not with --resume (the run's stored config is used; change a field with --set KEY=VALUE)")
             if config_file:
@@ -92,6 +100,7 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
             loops = data.setdefault("loops", {})
             if isinstance(loops, dict):
                 loops["enabled"] = False
+        apply_load_flags(data, rate, arrival, load_duration, max_in_flight)
         data = apply_overrides(data, list(overrides))
         cfg = validate_config(pm, data, source)
         _preflight(cfg)

@@ -109,3 +109,25 @@ def test_a_point_on_schedule_is_valid_and_a_late_or_batched_one_is_client_bound(
     batched = [((s // 0.5) + 1) * 0.5 for s in sched]
     _, status, reason = judge_point(arrival, 20, 10.0, sched, batched)
     assert status == "client_bound" and "fail the poisson fit" in reason
+
+
+def test_load_config_and_flags_say_one_line_what_is_wrong():
+    from infermatrix.cli.load_flags import apply_load_flags
+    from infermatrix.core.config import ConfigError
+    from infermatrix.core.plugins import get_plugin_manager
+    from infermatrix.core.registry import validate_config
+
+    pm = get_plugin_manager()
+    cfg = validate_config(pm, {"engine": {"kind": "openai", "base_url": "http://x"}, "load": [{"rate": 2, "arrival": "Gamma:0.5", "context": "1K"}]})
+    assert (cfg.load[0].arrival, cfg.load[0].context, cfg.load[0].max_in_flight) == ("gamma:0.5", 1024, None)
+    for bad, msg in (({"rate": 0}, "load.0.rate"), ({"rate": 1, "arrival": "burst"}, "expected poisson"), ({"rate": 1, "rps": 2}, "unknown field")):
+        with pytest.raises(ConfigError, match=msg):
+            validate_config(pm, {"engine": {"kind": "openai", "base_url": "http://x"}, "load": [bad]})
+    data: dict = {"load": [{"rate": 9}]}
+    apply_load_flags(data, "2, 4.5", "constant", "5", "3")
+    assert data["load"] == [{"rate": 2.0, "arrival": "constant", "duration_s": 5.0, "max_in_flight": 3},
+                            {"rate": 4.5, "arrival": "constant", "duration_s": 5.0, "max_in_flight": 3}]  # fmt: skip
+    for args, msg in ((("x", None, None, None), "--rate: 'x' is not a number"), (("-1", None, None, None), "--rate: must be greater"),
+                      ((None, "poisson", None, None), "--arrival: give --rate too"), (("1", "gamma:-1", None, None), "--arrival:")):  # fmt: skip
+        with pytest.raises(ConfigError, match=msg):
+            apply_load_flags({}, *args)

@@ -132,6 +132,12 @@ def _sent_at(rec: RequestRecord | None) -> float | None:
     return None if rec is None else rec.sent
 
 
+def _output_tokens(rec: RequestRecord) -> int:
+    """The server's closing usage count when it sent one (a plain OpenAI server streams several tokens in a
+    chunk without per-chunk usage), else the tokens counted from the chunks."""
+    return rec.final_usage_tokens if rec.final_usage_tokens is not None else rec.output_tokens
+
+
 def _point_rows(
     mr: MatrixRun, index: int, lc: LoadConfig, state: dict[str, Any], status: str | None, reason: str | None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -155,7 +161,7 @@ def _point_rows(
         ok = rec.outcome == "ok"
         completed += ok
         failed += not ok
-        out_tokens += rec.output_tokens
+        out_tokens += _output_tokens(rec)
         if rec.ended is not None:
             last_end = rec.ended if last_end is None else max(last_end, rec.ended)
         ft = rec.first_token
@@ -169,7 +175,7 @@ def _point_rows(
             "request_no": s.index, "request_id": ids.get(s.index), "scheduled": s.scheduled, "sent": sent if rec.written else None,
             "first_token": ft, "ended": rec.ended, "lag_ms": ms(sent, s.scheduled), "queue_ms": round(s.queue_s * 1000, 3),
             "ttft_ms": ms(ft, s.scheduled), "ttft_sent_ms": ms(ft, sent), "e2e_ms": ms(rec.ended, s.scheduled),
-            "e2e_sent_ms": ms(rec.ended, sent), "prompt_tokens": rec.prompt_tokens, "output_tokens": rec.output_tokens,
+            "e2e_sent_ms": ms(rec.ended, sent), "prompt_tokens": rec.prompt_tokens, "output_tokens": _output_tokens(rec),
             "outcome": rec.outcome, "error": rec.error,
         })  # fmt: skip
     row: dict[str, Any] = {

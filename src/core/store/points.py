@@ -34,13 +34,14 @@ def save_point(store: Store, run_id: str, point: dict[str, Any], requests: list[
     row = {**point, "run_id": run_id, "saved_at": dt.datetime.now(dt.UTC).replace(tzinfo=None)}
     key = [run_id, point["point"]]
     reqs = [[run_id if c == "run_id" else point["point"] if c == "point" else r.get(c) for c in POINT_REQUEST_COLUMNS] for r in requests]
-    store._require_run(run_id)
-    store._transaction(f"load point {point['point']} of run {run_id}", [
+    statements: list[tuple[Any, Any]] = [
         ("DELETE FROM point_requests WHERE run_id = ? AND point = ?", key),
         (f"INSERT OR REPLACE INTO points ({', '.join(POINT_COLUMNS)}) VALUES ({', '.join('?' for _ in POINT_COLUMNS)})",
          [row.get(c) for c in POINT_COLUMNS]),
         (Bulk, ("point_requests", POINT_REQUEST_COLUMNS, reqs)),
-    ])  # fmt: skip
+    ]  # fmt: skip
+    store._require_run(run_id)
+    store._transaction(f"load point {point['point']} of run {run_id}", statements)
 
 
 def done_points(store: Store, run_id: str, retry_errors: bool = False) -> set[int]:

@@ -1,0 +1,65 @@
+"""The open-loop table of a report: one row per load point, from the ``load_points`` view (docs/load.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from infermatrix.core.store import Store
+from infermatrix.core.store.points import has_points
+
+__all__ = ["load_point_rows", "point_cells", "render_points", "POINT_HEADERS"]
+
+POINT_HEADERS = ("Point", "Rate asked/drawn/sent", "Lag p50/p99", "KS p", "TTFT p50/p99", "E2E p50", "Out tok/s", "Done", "Status")
+
+
+def load_point_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """The run's ``load_points`` rows in point order (none where the store predates them)."""
+    if not has_points(store):
+        return []
+    cols, found = store.query("SELECT * FROM load_points WHERE run_id = ? ORDER BY point", [run_id])
+    return [dict(zip(cols, r)) for r in found]
+
+
+def _ms(v: Any) -> str:
+    return "—" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def point_cells(p: dict[str, Any]) -> list[str]:
+    """One point's cells, as the text report prints them (ms figures without the unit, in the header)."""
+    achieved = "—" if p.get("achieved_rate") is None else f"{p['achieved_rate']:.2f}"
+    ks = "—" if p.get("ks_p") is None else f"{p['ks_p']:.2g}"
+    tps = "—" if p.get("output_tps") is None else f"{p['output_tps']:,.0f}"
+    return [
+        p.get("label") or f"{p['arrival']}@{p['requested_rate']:g}/s",
+        f"{p['requested_rate']:g} / {p['scheduled_rate']:.2f} / {achieved}",
+        f"{_ms(p.get('lag_p50_ms'))} / {_ms(p.get('lag_p99_ms'))} ms",
+        ks,
+        f"{_ms(p.get('ttft_p50_ms'))} / {_ms(p.get('ttft_p99_ms'))} ms",
+        f"{_ms(p.get('e2e_p50_ms'))} ms",
+        tps,
+        f"{p.get('completed') or 0}/{p.get('scheduled') or 0}",
+        p["status"],
+    ]
+
+
+def render_points(console: Console, points: list[dict[str, Any]], styles: dict[str, str]) -> None:
+    """The open-loop section: nothing when the run has no points."""
+    if not points:
+        return
+    console.print()
+    console.print(Text("Open-loop load", style="bold underline"))
+    console.print(Text("requests arriving at a rate; TTFT and E2E from each request's scheduled time", style="dim"))
+    table = Table(show_edge=False, header_style="bold")
+    for h in POINT_HEADERS:
+        table.add_column(h, justify="left" if h in ("Point", "Status") else "right")
+    for p in points:
+        cells = point_cells(p)
+        table.add_row(*cells[:-1], Text(cells[-1], style=styles.get(p["status"], "")))
+    console.print(table)
+    for p in points:
+        if p.get("reason"):
+            console.print(Text(f"  {p.get('label')}: {p['status']}: {p['reason']}", style="dim"), soft_wrap=True)

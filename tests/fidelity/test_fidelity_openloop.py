@@ -1,0 +1,68 @@
+"""Open-loop points against the sim over loopback (docs/load.md): the schedule delivered, judged, and
+checked against the server's own record of when each request arrived (``/debug/truth``: ``received``)."""
+
+import math
+
+import pytest
+
+from infermatrix.testing import run_matrix, sim_server
+
+pytestmark = pytest.mark.slow
+
+# A prefill probe is the cheapest matrix a run can have; the points run after it on the same engine.
+MATRIX = {"contexts": [], "prefill_contexts": [256], "prefill_samples": 1}
+
+
+def _points(result):
+    return result.query("SELECT * FROM points WHERE run_id = ? ORDER BY point", [result.run_id])
+
+
+def test_poisson_at_a_rate_the_client_holds_is_valid_and_the_server_saw_the_schedule():
+    """4 requests/s for 6 s (about 24): every scheduled request sent, the fit not rejected, lag under its bound.
+    The requested-vs-achieved figure is compared with the SCHEDULED count (achieved × span = sent = scheduled):
+    the draw's own count has Poisson noise (√24 ≈ 20 %), which no 2 % bar on the requested R could allow."""
+    load = [{"rate": 4, "duration_s": 6, "context": 256, "max_output": 8}]
+    with sim_server() as sim:
+        result = run_matrix({"kind": "openai", "base_url": sim.base_url}, matrix=MATRIX, config={"load": load})
+        truth = {r["request_id"]: r for r in sim.truth()["requests"]}
+    assert result.status == "completed", result.error
+    (p,) = _points(result)
+    assert p["status"] == "valid", p["reason"]
+    assert p["sent"] == p["scheduled"] == p["completed"] > 10
+    assert abs(p["achieved_rate"] - p["scheduled_rate"]) / p["scheduled_rate"] < 0.02
+    assert p["ks_p"] >= 0.01 and p["lag_p99_ms"] <= p["lag_bound_ms"] == 25.0
+    view = result.query("SELECT * FROM load_points WHERE run_id = ?", [result.run_id])
+    assert view[0]["status"] == "valid" and view[0]["requested_rate"] == 4 and view[0]["completed"] == p["completed"]
+    reqs = result.query("SELECT * FROM point_requests WHERE run_id = ? ORDER BY request_no", [result.run_id])
+    assert len(reqs) == p["scheduled"]
+    # The server's receipt times (same monotonic clock, system-wide): never before the scheduled time, and
+    # within the lag bound of it at the nearest-rank p99, as the client's own lag claims.
+    late_ms = sorted((truth[r["request_id"]]["received"] - r["scheduled"]) * 1000 for r in reqs)
+    assert late_ms[0] >= 0
+    assert late_ms[max(1, math.ceil(0.99 * len(late_ms))) - 1] <= p["lag_bound_ms"]
+    # Latency from the scheduled time is the latency from the send plus the lag, request by request.
+    for r in reqs:
+        assert r["ttft_ms"] == pytest.approx(r["ttft_sent_ms"] + r["lag_ms"], abs=0.01)
+        server = truth[r["request_id"]]
+        assert server["prompt_tokens"] == 256 and server["max_tokens"] == 8 and r["output_tokens"] == server["output_tokens"] > 0
+
+
+def test_a_rate_the_client_cannot_hold_is_client_bound_with_the_reason():
+    """An in-flight cap of 1 at 20/s with requests of ~64 steps: the queue grows, latency counts from the
+    scheduled time, and the point says why it is not the load that was asked for."""
+    load = [{"rate": 20, "duration_s": 2, "context": 256, "max_output": 64, "max_in_flight": 1}]
+    with sim_server() as sim:
+        result = run_matrix({"kind": "openai", "base_url": sim.base_url}, matrix=MATRIX, config={"load": load})
+        truth = sim.truth()["requests"]
+    assert result.status == "completed", result.error
+    (p,) = _points(result)
+    assert p["status"] == "client_bound"
+    assert "schedule lag p99" in p["reason"] and "in-flight cap of 1" in p["reason"]
+    assert p["queued"] > 0 and p["lag_p99_ms"] > p["lag_bound_ms"]
+    assert p["achieved_rate"] < p["scheduled_rate"]
+    # The server never held two of them at once: the cap was real.
+    spans = sorted((r["received"], r["finished"]) for r in truth if r["max_tokens"] == 64)
+    assert len(spans) == p["sent"]
+    assert all(b[0] >= a[1] - 0.005 for a, b in zip(spans, spans[1:]))
+    reqs = result.query("SELECT ttft_ms, ttft_sent_ms, queue_ms FROM point_requests WHERE run_id = ?", [result.run_id])
+    assert max(r["ttft_ms"] - r["ttft_sent_ms"] for r in reqs) >= max(r["queue_ms"] for r in reqs) > 100
