@@ -66,3 +66,35 @@ def test_a_rate_the_client_cannot_hold_is_client_bound_with_the_reason():
     assert all(b[0] >= a[1] - 0.005 for a, b in zip(spans, spans[1:]))
     reqs = result.query("SELECT ttft_ms, ttft_sent_ms, queue_ms FROM point_requests WHERE run_id = ?", [result.run_id])
     assert max(r["ttft_ms"] - r["ttft_sent_ms"] for r in reqs) >= max(r["queue_ms"] for r in reqs) > 100
+
+
+def test_resume_runs_an_interrupted_point_again_and_skips_a_finished_one(tmp_path):
+    """Points resume like cells: 'interrupted' runs again (its rows replaced), a finished point is kept."""
+    import io
+
+    import anyio
+    from rich.console import Console
+
+    from infermatrix.core.registry import validate_config
+    from infermatrix.core.run.runner import execute_run
+    from infermatrix.core.store import Store
+    from infermatrix.testing import plugin_manager
+
+    load = [{"rate": 5, "duration_s": 1, "context": 256, "max_output": 4}, {"rate": 5, "duration_s": 1, "context": 256, "max_output": 4}]
+    db = tmp_path / "resume.duckdb"
+    with sim_server() as sim:
+        first = run_matrix({"kind": "openai", "base_url": sim.base_url}, matrix=MATRIX, config={"load": load}, db=db)
+        assert first.status == "completed", first.error
+        kept = first.query("SELECT point, saved_at FROM points WHERE point = 0")
+        with Store(db) as s:  # as an interrupt leaves it
+            s.query("UPDATE points SET status = 'interrupted' WHERE run_id = ? AND point = 1", [first.run_id])
+            cfg = validate_config(plugin_manager(), s.get_run(first.run_id)["config"])
+            out = anyio.run(lambda: execute_run(plugin_manager(), cfg, s, Console(file=io.StringIO()), run_id=first.run_id))
+        ids = [r["request_id"] for r in sim.truth()["requests"]]
+    assert out.status == "completed" and not out.nothing_to_do, out.error
+    points = {p["point"]: p for p in _points(first)}
+    assert points[1]["status"] in ("valid", "client_bound") and first.query("SELECT point, saved_at FROM points WHERE point = 0") == kept
+    n = {i: sum(f"-load-{i}-r" in rid for rid in ids) for i in (0, 1)}
+    assert n == {0: points[0]["scheduled"], 1: 2 * points[1]["scheduled"]}  # point 1 sent twice, point 0 once
+    stored = first.query("SELECT count(*) AS n FROM point_requests WHERE point = 1")[0]["n"]
+    assert stored == points[1]["scheduled"]  # the interrupted version's requests were replaced, not added to

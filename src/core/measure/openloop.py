@@ -68,12 +68,15 @@ class SendPlan:
 
 async def send_schedule(
     offsets: list[float], launch: Callable[[int], Awaitable[None]], *, clock: Clock,
-    max_in_flight: int | None = None, lead_s: float = 0.05,
+    max_in_flight: int | None = None, lead_s: float = 0.05, plan: SendPlan | None = None,
 ) -> SendPlan:
     """Launch ``launch(i)`` for every offset at ``origin + offsets[i]`` (origin = now + ``lead_s``);
     returns when every launched request has finished. ``launch`` does the request; the dispatcher never
-    waits on it, only on the clock (and, with a cap, a request's own task waits for a free slot)."""
-    plan = SendPlan(offsets=offsets, origin=clock.now() + lead_s)
+    waits on it, only on the clock (and, with a cap, a request's own task waits for a free slot).
+    ``plan``, when given, is filled in place: what was sent is there even if the sending is cancelled."""
+    if plan is None:
+        plan = SendPlan(offsets=offsets, origin=0.0)
+    plan.offsets, plan.origin = offsets, clock.now() + lead_s
     slots = anyio.Semaphore(max_in_flight) if max_in_flight else None
     waiting = 0
 

@@ -120,9 +120,9 @@ async def _measure_point(mr: MatrixRun, index: int, lc: LoadConfig, state: dict[
                              count_path=count_path)  # fmt: skip
 
     phase("measure")
-    state["plan"] = SendPlan(offsets=offsets, origin=time.monotonic())  # replaced by the real plan below; kept if cancelled early
+    plan = state["plan"] = SendPlan(offsets=offsets, origin=time.monotonic())  # filled as requests go: kept if interrupted
     try:
-        state["plan"] = await send_schedule(offsets, launch, clock=MonotonicClock(), max_in_flight=lc.max_in_flight)
+        await send_schedule(offsets, launch, clock=MonotonicClock(), max_in_flight=lc.max_in_flight, plan=plan)
     finally:
         with anyio.CancelScope(shield=True):  # leave no raw connection open behind the point, interrupted or not
             await runner._close_streams()
