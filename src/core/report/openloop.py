@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from infermatrix.core.contexts import format_context as context_label
 from infermatrix.core.store import Store
 from infermatrix.core.store.points import has_points
 
 __all__ = ["load_point_rows", "point_cells", "render_points", "POINT_HEADERS"]
 
-POINT_HEADERS = ("Point", "Rate asked/drawn/sent", "Lag p50/p99", "KS p", "TTFT p50/p99", "E2E p50", "Out tok/s", "Done", "Status")
+POINT_HEADERS = ("Point", "Rate/s", "Sent/s", "Lag p99", "TTFT p50", "TTFT p99", "Done", "Status")
 
 
 def load_point_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
@@ -29,18 +31,16 @@ def _ms(v: Any) -> str:
 
 
 def point_cells(p: dict[str, Any]) -> list[str]:
-    """One point's cells, as the text report prints them (ms figures without the unit, in the header)."""
+    """One point's cells, as the text report prints them."""
     achieved = "—" if p.get("achieved_rate") is None else f"{p['achieved_rate']:.2f}"
-    ks = "—" if p.get("ks_p") is None else f"{p['ks_p']:.2g}"
-    tps = "—" if p.get("output_tps") is None else f"{p['output_tps']:,.0f}"
+    cap = f" ≤{p['max_in_flight']}" if p.get("max_in_flight") else ""
     return [
-        p.get("label") or f"{p['arrival']}@{p['requested_rate']:g}/s",
-        f"{p['requested_rate']:g} / {p['scheduled_rate']:.2f} / {achieved}",
-        f"{_ms(p.get('lag_p50_ms'))} / {_ms(p.get('lag_p99_ms'))} ms",
-        ks,
-        f"{_ms(p.get('ttft_p50_ms'))} / {_ms(p.get('ttft_p99_ms'))} ms",
-        f"{_ms(p.get('e2e_p50_ms'))} ms",
-        tps,
+        f"{p['arrival']} {context_label(p['context_tokens'])}{cap}" if p.get("context_tokens") else str(p["arrival"]),
+        f"{p['requested_rate']:g}",
+        achieved,
+        _ms(p.get("lag_p99_ms")),
+        _ms(p.get("ttft_p50_ms")),
+        _ms(p.get("ttft_p99_ms")),
         f"{p.get('completed') or 0}/{p.get('scheduled') or 0}",
         p["status"],
     ]
@@ -52,10 +52,13 @@ def render_points(console: Console, points: list[dict[str, Any]], styles: dict[s
         return
     console.print()
     console.print(Text("Open-loop load", style="bold underline"))
-    console.print(Text("requests arriving at a rate; TTFT and E2E from each request's scheduled time", style="dim"))
-    table = Table(show_edge=False, header_style="bold")
+    console.print(Text("requests arriving at a rate (≤N: in-flight cap); Sent/s = requests sent ÷ their span; "
+                       "lag and TTFT in ms, TTFT from each request's scheduled time; KS fit and more: the load_points view", style="dim"))
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, header_style="bold", pad_edge=False)
     for h in POINT_HEADERS:
-        table.add_column(h, justify="left" if h in ("Point", "Status") else "right")
+        # The numbers and the status never fold; a long point label may.
+        table.add_column(h, justify="left" if h in ("Point", "Status") else "right", no_wrap=h != "Point",
+                         min_width=len("client_bound") if h == "Status" else len(h))  # fmt: skip
     for p in points:
         cells = point_cells(p)
         table.add_row(*cells[:-1], Text(cells[-1], style=styles.get(p["status"], "")))
