@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from infermatrix.core.config import ConfigError, EngineConfig, LoopConfig, MatrixConfig, Strict
 from infermatrix.core.engine.contract import AttachEngine, Engine, EngineError, LaunchedEngine, connect_host
+from infermatrix.core.engine.detect import ProbeAnswer, Recognition, ServerProbe
 from infermatrix.core.engine.hardware import detect_hardware
 from infermatrix.core.hookspecs import hookimpl
 from infermatrix.core.engine.argv import expand_path, model_flags
@@ -60,6 +61,10 @@ __all__ = [
     "HttpCall",
     "PER_CHUNK_USAGE_FIELDS",
     "IGNORE_EOS_FIELDS",
+    # how an engine recognises its server (engine.kind = "auto")
+    "ServerProbe",
+    "ProbeAnswer",
+    "Recognition",
     # what hooks take and return
     "Capacity",
     "EngineInfo",

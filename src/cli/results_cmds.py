@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 
 from infermatrix.cli.common import DEFAULT_DB, fail, open_store
+from infermatrix.cli.slo_opts import attach_slos, parse_slo_flags, slo_options
 from infermatrix.core.config import ConfigError
 
 def _write(text: str, output: str | None) -> None:
@@ -55,19 +56,33 @@ def print_report(store, run_id: str, fmt: str, output: str | None, console: Cons
     _write(text, output)
 
 
+def _open_for_slos(db: str, write: bool):
+    """The store, read-only unless an SLO or a price is to be stored; never a new database."""
+    if write and not Path(db).expanduser().exists():
+        fail(f"no database at {db} (nothing has been run with this --db yet)")
+    return open_store(db, read_only=not write)
+
+
 @click.command("report")
 @click.argument("run_id", required=False)
 @click.option("--db", default=DEFAULT_DB, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", default=None, help="write to this file instead of the terminal")
-def report_cmd(run_id, db, fmt, output) -> None:
+@slo_options
+def report_cmd(run_id, db, fmt, output, slo_texts, gpu_hour_price) -> None:
     """Show a stored run (the latest when RUN_ID is omitted). --format html writes one
-    self-contained page with charts (opens offline)."""
+    self-contained page with charts (opens offline). --slo judges it again under other limits."""
     from infermatrix.core.store import StoreError
 
-    store = open_store(db, read_only=True)
+    try:
+        specs, price = parse_slo_flags(slo_texts, gpu_hour_price)
+    except ConfigError as exc:
+        fail(str(exc))
+    # An SLO or a price is stored with the run (so the views show it later too): that needs a write.
+    store = _open_for_slos(db, bool(specs) or price is not None)
     try:
         rid = store.resolve_run(run_id)
+        attach_slos(store, [rid], specs, price)
         print_report(store, rid, fmt, output)
     except (StoreError, ConfigError) as exc:
         fail(str(exc))
@@ -80,7 +95,8 @@ def report_cmd(run_id, db, fmt, output) -> None:
 @click.option("--db", default=DEFAULT_DB, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", default=None, help="write to this file instead of the terminal")
-def compare(run_ids, db, fmt, output) -> None:
+@slo_options
+def compare(run_ids, db, fmt, output, slo_texts, gpu_hour_price) -> None:
     """Compare runs side by side over their common cells: the first run is the baseline A, each
     other run is shown against it (ratio = other / A), with the cells only one side could run."""
     from infermatrix.core import report
@@ -88,9 +104,14 @@ def compare(run_ids, db, fmt, output) -> None:
 
     if len(run_ids) < 2:
         fail("compare needs at least two run ids")
-    store = open_store(db, read_only=True)
+    try:
+        specs, price = parse_slo_flags(slo_texts, gpu_hour_price)
+    except ConfigError as exc:
+        fail(str(exc))
+    store = _open_for_slos(db, bool(specs) or price is not None)
     try:
         ids = [store.resolve_run(r) for r in run_ids]
+        attach_slos(store, ids, specs, price)
         if fmt == "text":
             _text_to(output, lambda c: report.render_compare_text(store, ids, c))
             return

@@ -16,6 +16,7 @@ from infermatrix.cli.load_flags import apply_load_flags
 from infermatrix.cli.results_cmds import print_report
 from infermatrix.core.config import ConfigError, apply_overrides, load_config
 from infermatrix.core.registry import validate_config
+from infermatrix.cli.slo_opts import attach_slos, parse_slo_flags, slo_options
 from infermatrix.core.contexts import parse_context_list, parse_int_list
 from infermatrix.core.plugins import get_plugin_manager
 
@@ -33,8 +34,9 @@ _NEW_RUN_FLAGS = ("--engine", "--base-url", "--model", "--contexts", "--prefill-
 @click.option("--resume", "resume_id", default=None, metavar="RUN_ID", help="run only the missing cells of a stored run, with its stored config")
 @click.option("--retry-errors", is_flag=True, help="with --resume: run the cells that ended in error again too")
 @click.option("--engine", "engine_kind", default=None,
-              help="engine kind (e.g. openai, vllm; `infermatrix plugins` lists them): without a config, with --base-url it "
-                   "attaches, else it launches (set the kind's fields with --set engine.<field>=...); with a config, it replaces engine.kind")
+              help="engine kind (e.g. openai, vllm; `infermatrix plugins` lists them): with --base-url it attaches (default: auto, "
+                   "which recognises the engine; openai: plain OpenAI API only), else it launches (set the kind's fields with "
+                   "--set engine.<field>=...); with a config, it replaces engine.kind")
 @click.option("--base-url", default=None, help="attach to a running OpenAI-compatible server")
 @click.option("--model", default=None, help="served model name")
 @click.option("--contexts", default=None, help="decode-matrix contexts, e.g. 1K,2K")
@@ -50,12 +52,14 @@ _NEW_RUN_FLAGS = ("--engine", "--base-url", "--model", "--contexts", "--prefill-
 @click.option("--arrival", default=None, metavar="PROCESS", help="with --rate: poisson (default), constant or gamma:K")
 @click.option("--load-duration", default=None, metavar="SECONDS", help="with --rate: seconds of arrivals per point (default 30)")
 @click.option("--max-in-flight", default=None, metavar="N", help="with --rate: cap on requests in flight; the rest queue (counted as lag)")
+@slo_options
 def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_url, model, contexts, prefill_contexts,
         concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection, rate, arrival, load_duration,
-        max_in_flight) -> None:
+        max_in_flight, slo_texts, gpu_hour_price) -> None:
     """Run a benchmark matrix from CONFIG_FILE (TOML), or against --base-url."""
     pm = get_plugin_manager()
     try:
+        slos = parse_slo_flags(slo_texts, gpu_hour_price)
         if resume_id:
             given = [flag for flag, value in zip(_NEW_RUN_FLAGS, (
                 engine_kind, base_url, model, contexts, prefill_contexts, concurrency, duration, max_output, api,
@@ -65,13 +69,14 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
                 raise ConfigError(f"{given[0]}: not with --resume (the run's stored config is used; change a field with --set KEY=VALUE)")
             if config_file:
                 Console(stderr=True).print(f"note: --resume {resume_id} uses the run's stored config; {config_file} is not read", highlight=False)
-            _resume(pm, resume_id, db, overrides, retry_errors)
+            _resume(pm, resume_id, db, overrides, retry_errors, slos)
             return
         if config_file:
             data = load_config(config_file)
             source = config_file
         elif base_url or engine_kind:
-            data, source = {"engine": {"kind": engine_kind or "openai"}}, "command line"
+            # --base-url alone: recognise the engine behind it (docs/engines.md); --engine openai is the plain choice.
+            data, source = {"engine": {"kind": engine_kind or "auto"}}, "command line"
         else:
             raise ConfigError("give a CONFIG_FILE, or --base-url URL --model NAME to attach to a running server")
         engine = data.setdefault("engine", {})
@@ -108,7 +113,7 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
         fail(str(exc))
     # Opening the store checks its directory (missing, read-only) and its lock, before anything is launched.
     store = open_store(db or cfg.store.db or DEFAULT_DB)
-    _execute(pm, cfg, store, None, False)
+    _execute(pm, cfg, store, None, False, slos)
 
 
 @click.command(cls=OneLineErrors)
@@ -121,7 +126,7 @@ def resume(run_id, db, overrides, retry_errors) -> None:
     _resume(get_plugin_manager(), run_id, db, overrides, retry_errors)
 
 
-def _resume(pm, resume_id: str, db: str | None, overrides, retry_errors: bool) -> None:
+def _resume(pm, resume_id: str, db: str | None, overrides, retry_errors: bool, slos=([], None)) -> None:
     from infermatrix.core.store import StoreError
 
     from pathlib import Path
@@ -143,13 +148,16 @@ def _resume(pm, resume_id: str, db: str | None, overrides, retry_errors: bool) -
     except (ConfigError, StoreError) as exc:
         store.close()
         fail(str(exc))
-    _execute(pm, cfg, store, run_id, retry_errors)
+    _execute(pm, cfg, store, run_id, retry_errors, slos)
 
 
 def _preflight(cfg) -> None:
     """Every user mistake that can be found before anything starts (one line, exit 2)."""
     from infermatrix.core.run.planning import check_matrix
+    from infermatrix.core.slo import slo_from_table
 
+    if cfg.slo is not None:
+        slo_from_table(cfg.slo)
     cfg.engine.api_key()  # a missing key is a user mistake: say so before anything starts
     check_matrix(cfg)
 
@@ -174,7 +182,20 @@ def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool) -> None:
+def _save_slos(store, rid: str, cfg, slos, err: Console) -> None:
+    """The run's SLOs ([slo] and --slo) and --gpu-hour-price, stored with it for the report's views."""
+    from infermatrix.core.slo import slo_from_table
+    from infermatrix.core.store import StoreError
+
+    specs, price = slos
+    specs = ([slo_from_table(cfg.slo)] if cfg.slo is not None else []) + list(specs)
+    try:
+        attach_slos(store, [rid], specs, price)
+    except StoreError as exc:  # the measurements are saved; only the SLO is missing: say so, go on
+        err.print(f"warning: SLO not stored: {exc}", highlight=False)
+
+
+def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool, slos=([], None)) -> None:
     import anyio
 
     from infermatrix.core.run.runner import execute_run
@@ -196,6 +217,8 @@ def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool) -> None:
         fail(_internal_error(exc, cfg), EXIT_FAILED)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # asyncio put the default back when the run ended
     rid = outcome.run_id
+    if rid is not None:
+        _save_slos(store, rid, cfg, slos, err)
     hint = f"infermatrix resume {rid}" + (f" --db {store.path}" if store.path != DEFAULT_DB else "")
     if rid is None:  # interrupted before the run existed
         store.close()

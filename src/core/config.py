@@ -223,6 +223,7 @@ class RunConfig(Protocol):
     store: StoreConfig
     hardware: dict[str, Any]
     load: list[LoadConfig]
+    slo: dict[str, Any] | None
 
     def model_dump(self, *, mode: str = "python") -> dict[str, Any]: ...
 

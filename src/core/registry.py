@@ -16,6 +16,7 @@ from typing import Annotated, Any, Union, cast
 import pluggy
 from pydantic import BaseModel, Field, ValidationError, create_model
 
+from infermatrix.core.engine.auto import AUTO_KIND, AutoEngineConfig
 from infermatrix.core.config import ConfigError, EngineConfig, LoadConfig, LoopConfig, MatrixConfig, RunConfig, StoreConfig, Strict, ValidityConfig
 from infermatrix.core.engine.contract import Engine
 
@@ -60,6 +61,8 @@ def engine_registry(pm: pluggy.PluginManager) -> dict[str, EngineEntry]:
             if engine is not None and getattr(engine, "__abstractmethods__", None):
                 missing = ", ".join(sorted(engine.__abstractmethods__))
                 raise PluginError(f"plugin {_plugin!r}: engine class {engine.__name__} does not implement {missing}")
+            if kind == "auto":
+                raise PluginError(f"plugin {_plugin!r}: engine kind 'auto' is reserved (it recognises the engine at base_url)")
             if kind in entries:
                 other = entries[kind].plugin
                 raise PluginError(f"engine kind {kind!r} is registered twice: by plugin {other!r} and by plugin {_plugin!r}; uninstall or rename one")
@@ -84,7 +87,8 @@ def build_engine(pm: pluggy.PluginManager, config: EngineConfig, workdir: Path) 
 
 def engine_config_classes(pm: pluggy.PluginManager) -> dict[str, type[EngineConfig]]:
     """Every engine config class that plugins registered, by kind."""
-    return {kind: entry.config for kind, entry in engine_registry(pm).items()}
+    # "auto" is no engine: the runner replaces it by the kind recognised at base_url (core/engine/detect.py).
+    return {**{kind: entry.config for kind, entry in engine_registry(pm).items()}, AUTO_KIND: AutoEngineConfig}
 
 
 def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
@@ -102,6 +106,8 @@ def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
         validity=(ValidityConfig, Field(default_factory=ValidityConfig)),
         store=(StoreConfig, Field(default_factory=StoreConfig)),
         hardware=(dict[str, Any], Field(default_factory=dict)),
+        # [slo]: limits the run is judged by (infermatrix.core.slo.slo_from_table; docs/slo.md)
+        slo=(dict[str, Any] | None, None),
         load=(list[LoadConfig], Field(default_factory=list)),
     )
 

@@ -130,6 +130,7 @@ class PrefillResult:
     status: str = "valid"  # valid | error | over_capacity | interrupted
     reason: str | None = None
     samples: list[PrefillSample] = field(default_factory=list)  # every probe sent, throwaway first
+    engine_counters: dict[str, Any] | None = None  # the engine's counters over the cold probes (measure/engine_stats.py)
 
 
 @dataclass

@@ -21,6 +21,20 @@ def test_max_model_len_and_max_seqs():
     assert "max sequences" in over_capacity_reason(1024, 64, 16, Capacity(kv_tokens=None, max_seqs=32), None, "distinct")
 
 
+def test_the_limits_themselves_fit():
+    """Each limit is a most, not a less-than (DESIGN §2.2: over capacity when it *exceeds*): a cell exactly at
+    max_model_len, at max sequences, or at the KV budget runs."""
+    unlimited = Capacity(kv_tokens=None, max_seqs=None, source="test")
+    assert over_capacity_reason(3840, 1, 256, unlimited, 4096, "distinct") is None  # 3,840 + 256 = 4,096
+    assert over_capacity_reason(3841, 1, 256, unlimited, 4096, "distinct") is not None
+    seqs = Capacity(kv_tokens=None, max_seqs=32, source="test")
+    assert over_capacity_reason(1024, 32, 16, seqs, None, "distinct") is None
+    assert over_capacity_reason(1024, 33, 16, seqs, None, "distinct") is not None
+    # A prefill probe of max_model_len - 1 tokens plus its one output token fits as it is.
+    assert prefill_target(4095, 4096) == (4095, None)
+    assert prefill_target(4096, 4096)[0] == 4095
+
+
 def test_prefill_target_caps_at_model_length():
     assert prefill_target(262_144, 262_144)[0] == 262_143
     assert prefill_target(8192, 262_144) == (8192, None)

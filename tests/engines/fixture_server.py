@@ -31,8 +31,9 @@ def load_fixture(name: str) -> dict[str, Any]:
 
 
 class FixtureServer:
-    def __init__(self, fixture: str):
-        self.fixture = load_fixture(fixture)
+    def __init__(self, fixture: str | dict[str, Any]):
+        # A file name under fixtures/, or the fixture itself (a test's own made-up server, saying so in its source).
+        self.fixture = load_fixture(fixture) if isinstance(fixture, str) else fixture
         self.routes: dict[str, dict[str, Any]] = self.fixture["routes"]
         self.requests: list[tuple[str, str, Any]] = []
         with socket.socket() as s:

@@ -2,20 +2,21 @@
 
 Scenarios cover both APIs, 1–3 tokens per chunk (speculative decoding), servers with and without
 per-chunk usage (the tokenizer fallback), no usage at all, a reasoning stream and role-only first chunks.
-Bars (issue 3): total/per-request tok/s and TBT within 1 %; TTFT and prefill within 3 %; avg_active within
-5 % of N; prompt lengths within 0.5 %; over capacity exactly where the KV budget says.
-A column the cell's own self-check marked doubtful (a client stalled on a busy machine) gets the bound the
-cell states added to its bar (docs/metrics.md, expected error).
+Bars (tests/fidelity/bars.py, docs/metrics.md "Expected error"): total/per-request tok/s and TBT within 1 %;
+TTFT and prefill within 3 %; avg_active within 5 % of N; prompt lengths within 0.5 %; over capacity exactly
+where the KV budget says. A column the cell's own self-check marked doubtful is held to the same bar: only a
+cell the product disowned (`client_bound`) may miss it (bars.judged), and at least one cell per scenario is
+`valid` and judged.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import statistics
 
 import duckdb
 import pytest
+from bars import AVG_ACTIVE, DECODE_TTFT, DECODE_TTFT_MS_PER_STREAM, PER_REQUEST_TPS, PREFILL_TTFT, TBT, TOTAL_TPS, judged, prompt_len_bar
 from imxtest import SimServer, run_cli
 from profiles import write_profile
 from truthlib import cell_truth, rel_err
@@ -23,6 +24,7 @@ from truthlib import cell_truth, rel_err
 pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
 
 MEASURED = {"valid", "client_bound"}
+PREFILL_BASE_MS = 300.0  # profile input: every request's prefill takes at least this, so a role-only chunk comes well before the first token
 KV = 14_000  # 8 x (1024 + 512) = 12,288 fits; 8 x (2048 + 512) = 20,480 does not
 SCENARIOS = {
     # name: (api, profile fields, expected token source)
@@ -40,7 +42,7 @@ def scenario(request, tmp_path_factory):
     # Slow prefill (300 ms base) so TTFT dwarfs the client-side HTTP overhead (1–3 ms on 2 busy cores).
     profile = write_profile(
         tmp / "p.toml", max_model_len=8192, kv_tokens=KV, step_base_ms=6.0, step_per_seq_ms=0.4,
-        prefill_tps=40_000.0, prefill_base_ms=300.0, **fields,
+        prefill_tps=40_000.0, prefill_base_ms=PREFILL_BASE_MS, **fields,
     )
     server = SimServer(str(profile), tmp / "sim.log")
     try:
@@ -56,16 +58,6 @@ def scenario(request, tmp_path_factory):
         yield request.param, source, server.truth(), duckdb.connect(str(db), read_only=True)
     finally:
         server.stop()
-
-
-def _doubtful_bar(flags, col: str, bar: float) -> float:
-    """The relative bar for ``col``: ``bar``, plus the bound the cell itself states when its own self-check
-    marked the column doubtful ("within ±X %", docs/metrics.md: stalls of a busy client at the window's edges
-    or at the stamps a rate is timed by). The stated bound covers the stalls only; the ordinary sources of
-    error the bar is for remain. An unmarked column keeps the tight bar."""
-    note = (flags.get("client") or {}).get("doubtful", {}).get(col) if flags else None
-    m = re.search(r"within ±([0-9.]+) %", note or "")
-    return bar + float(m.group(1)) / 100 if m else bar
 
 
 def _truth_by_id(truth):
@@ -86,18 +78,20 @@ def test_decode_cells_match_truth(scenario):
     # client_bound: this 2-core machine was too busy for the client at that moment (see docs/metrics.md); the
     # cell's numbers are kept in `cells` and must still be right.
     assert all(v in MEASURED for k, v in statuses.items() if k not in expected_over), statuses
+    judged_valid = 0
     for ctx, n, st, total, per_req, ttft, tbt, active, ws, we, src, raw_flags in rows:
         if st not in MEASURED:
             continue
+        judged_valid += st == "valid"
         flags = json.loads(raw_flags) if raw_flags else {}
         t = cell_truth(truth, ws, we)
+        where = (name, ctx, n, st, flags.get("client"))
         assert src == source, (name, ctx, n, src)
-        assert rel_err(total, t.total_tps) < _doubtful_bar(flags, "total_tps", 0.01), (name, ctx, n, total, t.total_tps, flags.get("client"))
-        assert rel_err(per_req, t.per_request_tps) < _doubtful_bar(flags, "per_request_tps", 0.01), (
-            name, ctx, n, per_req, t.per_request_tps, flags.get("client"))
-        assert rel_err(tbt, t.tbt_ms) < _doubtful_bar(flags, "tbt_ms", 0.01), (name, ctx, n, tbt, t.tbt_ms, flags.get("client"))
+        assert judged(st, rel_err(total, t.total_tps) < TOTAL_TPS), (*where, total, t.total_tps)
+        assert judged(st, rel_err(per_req, t.per_request_tps) < PER_REQUEST_TPS), (*where, per_req, t.per_request_tps)
+        assert judged(st, rel_err(tbt, t.tbt_ms) < TBT), (*where, tbt, t.tbt_ms)
         if not (flags.get("admission") or {}).get("client_short"):  # a client that kept fewer in flight says so, and why
-            assert abs(active - n) / n < 0.05, (name, ctx, n, active)
+            assert abs(active - n) / n < AVG_ACTIVE, (name, ctx, n, active)
         # TTFT: the same requests on both sides, joined by X-Request-Id.
         # ttft_ms's population (docs/metrics.md): each stream's opening request and every restart sent before
         # the window closed (their first tokens waited for).
@@ -111,14 +105,13 @@ def test_decode_cells_match_truth(scenario):
             (r["first_token"] - r["received"]) * 1000
             for r in (by_id[f"{run_id}-decode-{ctx}-{n}-s{s}-r{q}"] for s, q in reqs)
         ]
-        # 3 %, plus what N simultaneous starts queue on two shared cores before either clock sees the
-        # request (measured ~20 ms at N = 8 under CI load): 2 ms per stream (docs/metrics.md, expected error).
-        # Where the cell marked ttft_ms doubtful, its stated stamp-lag bound is added: the client was stalled
-        # while stamping these very requests, and says by how much.
+        # 3 %, plus what N simultaneous starts queue before either clock sees the request: 2 ms per stream (bars.py).
+        # A ttft_ms the cell marked doubtful gets no more: the bound it states is the product's word about itself.
         truth_ttft = statistics.median(server_ttfts)
-        client = flags.get("client") or {}
-        lag = (client.get("ttft_lag_bound_ms") or 0.0) if "ttft_ms" in client.get("doubtful", {}) else 0.0
-        assert abs(ttft - truth_ttft) < 0.03 * truth_ttft + 2.0 * n + lag, (name, ctx, n, ttft, truth_ttft, client)
+        bar = DECODE_TTFT * truth_ttft + DECODE_TTFT_MS_PER_STREAM * n
+        assert judged(st, abs(ttft - truth_ttft) < bar), (*where, ttft, truth_ttft)
+    # A test that can fail: some cell of every scenario was judged at the bar, not excused as client_bound.
+    assert judged_valid >= 1, (name, statuses)
 
 
 def test_prefill_matches_truth(scenario):
@@ -127,21 +120,30 @@ def test_prefill_matches_truth(scenario):
     rows = con.execute("SELECT context_tokens, prompt_tokens, prompt_tps, ttft_ms FROM prefill_list").fetchall()
     assert {r[0] for r in rows} == {1024, 4096}
     for ctx, prompt_tokens, tps, ttft in rows:
-        assert abs(prompt_tokens - ctx) <= 0.005 * ctx, (name, ctx, prompt_tokens)
+        assert abs(prompt_tokens - ctx) <= prompt_len_bar(ctx), (name, ctx, prompt_tokens)
         ids = [r for (r,) in con.execute(
             "SELECT request_id FROM prefill_samples WHERE context_tokens = ? AND NOT throwaway", [ctx]).fetchall()]
         probes = [by_id[i] for i in ids]
         assert probes and all(p["cached_tokens"] == 0 for p in probes), "the prefill probes must be cold"
         server_ttft = statistics.median((p["first_token"] - p["received"]) * 1000 for p in probes)
-        assert rel_err(ttft, server_ttft) < 0.03, (name, ctx, ttft, server_ttft)
-        assert rel_err(tps, prompt_tokens / (server_ttft / 1000)) < 0.03
+        assert rel_err(ttft, server_ttft) < PREFILL_TTFT, (name, ctx, ttft, server_ttft)
+        assert rel_err(tps, prompt_tokens / (server_ttft / 1000)) < PREFILL_TTFT
 
 
 def test_role_only_first_chunk_is_never_the_ttft(scenario):
     name, _, truth, con = scenario
-    # Every measured TTFT includes the 300 ms prefill base: a role-only chunk would arrive in ~1 ms.
-    low = con.execute("SELECT min(ttft_ms) FROM requests WHERE ttft_ms IS NOT NULL").fetchone()[0]
-    assert low > 100.0, (name, low)
+    by_id = _truth_by_id(truth)
+    run_id = con.execute("SELECT run_id FROM runs").fetchone()[0]
+    rows = con.execute(
+        "SELECT context_tokens, concurrency, stream_index, seq, first_token FROM requests WHERE first_token IS NOT NULL"
+    ).fetchall()
+    assert rows
+    # Causality on one clock, no tolerance: a first token cannot reach the client before the server emitted it
+    # (its own record). The role-only chunk goes out before prefill (~300 ms earlier): taken for the first token,
+    # it would arrive before the server's first_token.
+    for ctx, n, s, q, first in rows:
+        server = by_id[f"{run_id}-decode-{ctx}-{n}-s{s}-r{q}"]
+        assert first >= server["first_token"], (name, ctx, n, s, q, first, server["first_token"])
 
 
 def test_token_sources_reconcile(scenario):

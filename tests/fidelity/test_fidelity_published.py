@@ -4,8 +4,9 @@ stamped at its steps' ends on the same monotonic clock) is the truth, over each 
 
 * per_request_tps and tbt_ms within 0.5 % of the server's at N = 1, 2, 8, 16 (token-weighted over
   in-window spans, docs/metrics.md); total_tps as before.
-* cold prefill TTFT within 2 % or 1 ms of the server's receipt-to-first-token, 1K to 16K: the median of the
-  kept probes against the median of the same probes on the server, joined by X-Request-Id.
+* cold prefill TTFT within 2 % or 1 ms of the server's receipt-to-first-token, 1K to 16K, plus on the client's
+  side a fixed loopback allowance (bars.LOOPBACK_MS): the median of the kept probes against the median of the
+  same probes on the server, joined by X-Request-Id.
 * ttft_ms's two populations: N opening requests, and every restart sent before the window closed has a
   first token (waited for, not dropped).
 """
@@ -16,6 +17,7 @@ import statistics
 
 import duckdb
 import pytest
+from bars import LOOPBACK_MS, PER_REQUEST_TPS_LONG_SPANS, PREFILL_TTFT_FLOOR_MS, PREFILL_TTFT_TIGHT, TBT_LONG_SPANS, TOTAL_TPS
 from imxtest import SimServer, run_cli
 from profiles import write_profile
 from truthlib import cell_truth, rel_err
@@ -64,25 +66,23 @@ def test_per_request_rate_and_tbt_within_half_a_percent(published):
         assert status == "valid", (n, status)
         assert source == "tokenizer"  # no per-chunk usage: counted by the server's tokenizer at the edges
         t = cell_truth(truth, ws, we)
-        assert rel_err(total, t.total_tps) < 0.01, (n, total, t.total_tps)
-        assert rel_err(per_req, t.per_request_tps) < 0.005, (n, per_req, t.per_request_tps)
-        assert rel_err(tbt, t.tbt_ms) < 0.005, (n, tbt, t.tbt_ms)
+        assert rel_err(total, t.total_tps) < TOTAL_TPS, (n, total, t.total_tps)
+        assert rel_err(per_req, t.per_request_tps) < PER_REQUEST_TPS_LONG_SPANS, (n, per_req, t.per_request_tps)
+        assert rel_err(tbt, t.tbt_ms) < TBT_LONG_SPANS, (n, tbt, t.tbt_ms)
         assert tbt == pytest.approx(1000.0 / per_req)
     # One stream: per-request is the stream's own decode rate, i.e. total less the restart gaps (each a
-    # cached prefill and one step), which the sim's steps make well under 2 % here.
+    # cached prefill and one step); how much less is the server's to say, and each is checked against it above.
     n1 = rows[0]
-    assert n1[2] <= n1[3] < 1.02 * n1[2], n1
+    assert n1[2] <= n1[3], n1
 
 
 def test_cold_prefill_ttft_matches_server_receipt_to_first_token(published):
     truth, con = published
     by_id = {r["request_id"]: r for r in truth["requests"] if r.get("request_id")}
     points = con.execute("SELECT context_tokens, ttft_ms, prompt_tps, samples, prompt_tokens FROM prefill_list ORDER BY 1").fetchall()
-    # The run's measured round trip of an empty request: loopback both ways and both event loops, which the
-    # client's TTFT holds and the server's does not (docs/metrics.md: it bounds what remains). On an idle machine
-    # it is well under a millisecond; under load it is what lets a client read 2.6 ms over the server.
+    # The run's measured round trip of an empty request is stored (docs/metrics.md); it widens no bar below.
     overhead = con.execute("SELECT client_overhead_ms FROM runs").fetchone()[0]
-    assert overhead is not None and 0 < overhead < 1000
+    assert overhead is not None and overhead > 0
     assert [p[0] for p in points] == list(PREFILL)
     for ctx, ttft, tps, samples, prompt_tokens in points:
         rows = con.execute(
@@ -99,8 +99,9 @@ def test_cold_prefill_ttft_matches_server_receipt_to_first_token(published):
             # writing the headers and the body — seen on this busy machine, 140 ms once — is not server time.)
             server.append((probe["first_token"] - probe["received"]) * 1000.0)
         truth_ms = statistics.median(server[1:])
-        bar = max(0.02 * truth_ms, 1.0)
-        assert -bar <= ttft - truth_ms <= bar + overhead, (ctx, ttft, truth_ms, overhead, [r[1] for r in rows], server)
+        # 2 % or 1 ms either way; above it, on the client's side only, the fixed loopback allowance (bars.py).
+        bar = max(PREFILL_TTFT_TIGHT * truth_ms, PREFILL_TTFT_FLOOR_MS)
+        assert -bar <= ttft - truth_ms <= bar + LOOPBACK_MS, (ctx, ttft, truth_ms, overhead, [r[1] for r in rows], server)
         assert tps == pytest.approx(prompt_tokens / (ttft / 1000.0))
 
 

@@ -7,6 +7,7 @@ import pytest
 import json
 
 import duckdb
+from bars import AVG_ROUNDING
 from imxtest import run_cli
 from profiles import write_profile
 
@@ -39,6 +40,12 @@ def test_admission_limited_cell_is_flagged(sim_factory, tmp_path):
     assert flags[4]["achieved_concurrency"] == 2
     assert flags[4]["steady_state"]["engine_max_running"] == 2
     assert flags[4]["engine_gauges"] == {"state": "found", "failed_reads": 0}
+    # avg_active (docs/metrics.md): the client's in-flight mean less the engine's mean waiting gauge, where it has
+    # one — what the engine ran, not what the client sent (4 sent, 2 seated, 2 queued in the server).
+    avg4 = con.execute("SELECT avg_active FROM cells WHERE concurrency = 4").fetchone()[0]
+    assert flags[4]["avg_active_source"] == "engine" and flags[4]["admission"]["waiting_mean"] > 0, flags[4]
+    assert avg4 == pytest.approx(max(0.0, flags[4]["client_active"] - flags[4]["admission"]["waiting_mean"]), abs=AVG_ROUNDING)
+    assert flags[4]["client_active"] > avg4
     assert json.loads(con.execute("SELECT engine_metrics FROM runs").fetchone()[0])["found"] is True
     # Never a valid N = 4: the cell has a status of its own, its numbers kept in cells, none in decode_matrix.
     status = dict(con.execute("SELECT concurrency, status FROM decode_matrix").fetchall())

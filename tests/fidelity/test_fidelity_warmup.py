@@ -13,6 +13,8 @@ from profiles import write_profile
 
 pytestmark = pytest.mark.slow
 
+PREFILL_TPS = 10_000.0  # profile input: the sim's prefill rate
+
 
 def _run(server, db, *extra):
     return run_cli(
@@ -35,7 +37,7 @@ def _most_in_flight(truth, marker):
 
 
 def test_slow_warm_up_is_sized_not_failed(sim_factory, tmp_path):
-    server = sim_factory(str(write_profile(tmp_path / "p.toml", prefill_tps=10_000.0, prefill_base_ms=2.0)))
+    server = sim_factory(str(write_profile(tmp_path / "p.toml", prefill_tps=PREFILL_TPS, prefill_base_ms=2.0)))
     db = tmp_path / "w.duckdb"
     proc = _run(server, db)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -46,7 +48,7 @@ def test_slow_warm_up_is_sized_not_failed(sim_factory, tmp_path):
     assert flags["warmup_failed"] == 0
     # The first prompt went alone and measured the rate; the rest got a timeout sized from it.
     plan = flags["warmup_plan"]
-    assert plan["concurrency"] == 8 and plan["timeout_s"] > 3 * 7 * 2048 / 10_000.0
+    assert plan["concurrency"] == 8 and plan["timeout_s"] > 3 * 7 * 2048 / PREFILL_TPS
     con.close()
 
     # Bounded: at most warmup_concurrency warm-ups inside the server at once (cold prompts again: cache reset).

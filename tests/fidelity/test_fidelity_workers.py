@@ -8,6 +8,7 @@ import json
 
 import duckdb
 import pytest
+from bars import TBT, TOTAL_TPS, judged
 from imxtest import SimServer, run_cli
 from profiles import write_profile
 from truthlib import cell_truth, rel_err
@@ -30,8 +31,11 @@ def runs(tmp_path_factory):
         out = {}
         for mode, extra in MODES.items():
             db = tmp / f"{mode}.duckdb"
+            # 256-token requests (~0.7 s spans) in 3 s windows, so the documented 1 % TBT bar is about the client,
+            # not about spans so short that one stamp's delay is 2 % of them (64-token requests read 1.6-2.4 %
+            # with five suites on the two cores); each stream still restarts several times in the window.
             proc = run_cli("run", "--engine", "sim", "--base-url", server.base_url, "--contexts", "1K", "--concurrency", "8",
-                           "--duration", "2", "--max-output", "64", "--db", str(db), "--set", f"matrix.seed={len(out)}", *extra)  # fmt: skip
+                           "--duration", "3", "--max-output", "256", "--db", str(db), "--set", f"matrix.seed={len(out)}", *extra)  # fmt: skip
             assert proc.returncode == 0, proc.stderr[-3000:]
             out[mode] = db
         yield server, out
@@ -55,18 +59,15 @@ def test_each_mode_matches_server_truth(runs, mode):
     assert cell["status"] in ("valid", "client_bound"), cell
     t = cell_truth(truth, cell["window_start"], cell["window_end"])
     flags = json.loads(cell["flags"])
-    # What the client verdict did not mark doubtful must be right (docs/metrics.md, client verdict); on a loaded
-    # 2-core machine a stalled client may mark the rates, with the bound it could not rule out.
-    doubtful = flags["client"]["doubtful"]
-    if "total_tps" not in doubtful:
-        assert rel_err(cell["total_tps"], t.total_tps) < 0.02, (mode, cell["total_tps"], t.total_tps)
-    if "tbt_ms" not in doubtful:
-        assert rel_err(cell["tbt_ms"], t.tbt_ms) < 0.02, (mode, cell["tbt_ms"], t.tbt_ms, flags["client"])
-    else:
-        assert "%" in doubtful["tbt_ms"]  # the mark says how far off the number may be
+    # The documented bars (bars.py), doubtful marks or not: only a cell the product disowned (client_bound) may
+    # miss them (bars.judged); a doubtful mark must still say how far off the number may be.
+    st = cell["status"]
+    assert judged(st, rel_err(cell["total_tps"], t.total_tps) < TOTAL_TPS), (mode, st, cell["total_tps"], t.total_tps, flags["client"])
+    assert judged(st, rel_err(cell["tbt_ms"], t.tbt_ms) < TBT), (mode, st, cell["tbt_ms"], t.tbt_ms, flags["client"])
+    if "tbt_ms" in flags["client"]["doubtful"]:
+        assert "%" in flags["client"]["doubtful"]["tbt_ms"]  # the mark says how far off the number may be
     assert flags["outcomes"].get("ok", 0) > 8 and set(flags["outcomes"]) <= {"ok", "cancelled"}
     assert flags["client"]["worker_processes"] == (2 if "workers" in mode else 0)
-    assert flags["client"]["rate_check"] is None or flags["client"]["rate_check"]["ratio"] > 0.98
     # Every finished request, whichever process read it, has exactly the tokens and chunks the server emitted.
     by_id = {r["request_id"]: r for r in truth["requests"]}
     rows = con.execute("SELECT stream_index, seq, output_tokens, chunks FROM requests WHERE outcome = 'ok'").fetchall()
@@ -90,3 +91,5 @@ def test_same_form_in_every_mode(runs):
         assert all(seqs == list(range(len(seqs))) for seqs in per_stream.values()), mode
         forms[mode] = (sorted(json.loads(cell["flags"])), req_cols)
     assert len({json.dumps(f) for f in forms.values()}) == 1, forms
+    # A test that can fail: some mode's cell was judged at the bars, not excused as client_bound.
+    assert any(_cell(db)[1]["status"] == "valid" for db in dbs.values())

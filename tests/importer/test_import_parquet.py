@@ -25,6 +25,7 @@ ORDER = {
     "requests": "run_id, context_tokens, concurrency, request_no",
     "histograms": "run_id, context_tokens, concurrency, metric",
     "histogram_percentiles": "run_id, context_tokens, concurrency, metric, percentile",
+    "slo_limits": "run_id, slo, metric, percentile", "run_costs": "run_id",
     "points": "run_id, point", "point_requests": "run_id, point, request_no",
 }
 

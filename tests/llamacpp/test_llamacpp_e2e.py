@@ -208,3 +208,27 @@ def test_erase_slots_empties_their_caches(own_server, tmp_path):
 
     cached, erased, after = anyio.run(go)
     assert max(cached) > 50 and erased == 8 and after == [0] * 8, (cached, erased, after)
+
+
+def test_attached_without_engine_is_recognised_as_llamacpp(own_server, tmp_path):
+    """``--base-url`` alone: llama-server is recognised by its ``/props`` and read as llama.cpp — the same
+    capacity the ``llamacpp`` kind reads when named, its gauges found, the kind named in header and report."""
+    explicit = LlamaCppEngine(LlamaCppEngineConfig(base_url=own_server, model="tiny"), tmp_path)
+
+    async def capacity():
+        async with httpx.AsyncClient() as client:
+            return await explicit.read_capacity(client)
+
+    cap = anyio.run(capacity)
+    assert cap is not None and cap.kv_tokens
+    db = tmp_path / "auto.duckdb"
+    proc = cli("run", "--base-url", own_server, "--model", "tiny", "--db", str(db), "--contexts", "256", "--concurrency", "1",
+               "--duration", "2", "--max-output", "32", "--no-loop-detection", "--set", "validity.min_output_tokens=1", timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "detected: llamacpp (by /props)" in proc.stderr and "llamacpp (by /props)" in proc.stdout
+    with duckdb.connect(str(db), read_only=True) as con:
+        run = row_dict(con, "SELECT engine, kv_tokens, engine_extra, engine_metrics FROM runs")
+    extra, metrics = as_json(run["engine_extra"]), as_json(run["engine_metrics"])
+    assert run["engine"] == "llamacpp" and extra["detection"]["kind"] == "llamacpp" and extra["total_slots"] == 8
+    assert run["kv_tokens"] == cap.kv_tokens
+    assert metrics["found"] is True

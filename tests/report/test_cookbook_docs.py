@@ -15,7 +15,10 @@ import pytest
 from imx_factories import REFERENCE_VALID, fill_run, make_cell
 from infermatrix.core.contexts import format_context
 from infermatrix.core.importer import import_page
+from infermatrix.core.measure.histograms import percentile
+from infermatrix.core.slo import parse_slo
 from infermatrix.core.store import Store
+from infermatrix.core.store.slo_store import save_gpu_hour_price, save_slos
 from report_expect import REFERENCE_PAGE
 
 pytestmark = pytest.mark.slow  # builds a database of several runs once (over a second of CPU)
@@ -24,6 +27,8 @@ COOKBOOK = Path(__file__).resolve().parents[2] / "docs" / "cookbook.md"
 QUESTION = re.compile(r"^## (\d+)\. (.+?)$(.*?)(?=^## |\Z)", re.M | re.S)
 SQL = re.compile(r"```sql\n(.*?)```", re.S)
 METRICS = ("total_tps", "per_request_tps", "ttft_ms", "tbt_ms")
+Q11_SLO = "ttft_p99_ms=2000,tpot_p99_ms=50"
+PRICES = {"a": 3.0, "b": 2.0}  # $/GPU-hour of the two measured runs (the imported page has none)
 
 
 def questions() -> dict[int, tuple[str, str]]:
@@ -61,6 +66,11 @@ def cookbook_db(tmp_path_factory):
         for cell in run.values():
             if cell["status"] != "valid":
                 cell.update({m: None for m in METRICS})
+    # Questions 11 and 12: an SLO and GPU-hour prices attached as `report --slo` / `--gpu-hour-price` do.
+    save_slos(store, a, [parse_slo(Q11_SLO)])
+    save_slos(store, b, [parse_slo(Q11_SLO)])
+    for rid, price in PRICES.items():
+        save_gpu_hour_price(store, a if rid == "a" else b, price)
     yield store, truth, result.run_id
     store.close()
 
@@ -74,8 +84,8 @@ def valid(truth):
     return {rid: {k: v for k, v in cells.items() if v["status"] == "valid"} for rid, cells in truth.items()}
 
 
-def test_the_cookbook_has_ten_questions():
-    assert sorted(QUESTIONS) == list(range(1, 11))
+def test_the_cookbook_has_twelve_questions():
+    assert sorted(QUESTIONS) == list(range(1, 13))
 
 
 @pytest.mark.parametrize("number", sorted(QUESTIONS))
@@ -163,3 +173,34 @@ def test_q10_against_the_published_page(cookbook_db):
             for rid in v if rid != ref for k in set(v[rid]) & set(v[ref])}
     got = {(r["my_run"], r["context_label"], r["concurrency"]): r["tps_ratio"] for r in run(store, 10)}
     assert got == pytest.approx(want, abs=1e-3)
+
+
+def test_q11_largest_concurrency_meeting_an_slo(cookbook_db):
+    store, truth, _ = cookbook_db
+    assert Q11_SLO in QUESTIONS[11][1]
+    got = {r["run_id"]: r["max_concurrency_meeting"] for r in run(store, 11)}
+    want = {}
+    for rid in got:  # decoded here from the stored HDR histograms (not the view's percentile table)
+        meeting = []
+        for n in sorted(n for (ctx, n), c in truth[rid].items() if ctx == 8192 and c["status"] == "valid"):
+            enc = dict(store.query("SELECT metric, encoded FROM histograms WHERE run_id = ? AND context_tokens = 8192 "
+                                   "AND concurrency = ?", [rid, n])[1])  # fmt: skip
+            if percentile(enc["ttft"], 99) <= 2000 and percentile(enc["tbt"], 99) <= 50:
+                meeting.append(n)
+        want[rid] = max(meeting) if meeting else None
+    assert len(got) == 2 and got == want
+
+
+def test_q12_cheapest_cell_per_context_at_50_tps_per_user(cookbook_db):
+    store, truth, _ = cookbook_db
+    ids = [rid for rid in truth if store.get_run(rid)["status"] != "imported"]
+    gpus = {rid: store.get_run(rid)["hardware"]["gpu_count"] for rid in ids}
+    price = {ids[0]: PRICES["a"], ids[1]: PRICES["b"]}
+    best: dict[int, tuple[float, str, int]] = {}
+    for rid in ids:
+        for (ctx, n), c in truth[rid].items():
+            if c["status"] == "valid" and c["per_request_tps"] >= 50:
+                usd = price[rid] / (c["total_tps"] / gpus[rid] * 3600 / 1e6)
+                best[ctx] = min(best.get(ctx, (math.inf, "", 0)), (usd, rid, n))
+    got = {r["context_label"]: (r["usd_per_mtok"], r["run_id"], r["concurrency"]) for r in run(store, 12)}
+    assert got == {format_context(ctx): (round(u, 4), rid, n) for ctx, (u, rid, n) in best.items()}

@@ -73,8 +73,12 @@ def test_tables_match_inputs(filled):
 def test_charts_hold_every_valid_cell(filled):
     store, run_id, cells, prefill = filled
     found = chart_map(parse(render_html(store, run_id)))
-    assert list(found) == [c for c in CHART_IDS if c in found] and set(found) == set(CHART_IDS)
     valid = [c for c, _ in cells.values() if c.status == "valid"]
+    # and one frontier chart per context with valid cells (docs/slo.md), each with a dot per valid cell
+    frontier = {f"frontier-{format_context(c.context_tokens)}" for c in valid}
+    assert [c for c in found if c not in frontier] == [c for c in CHART_IDS if c in found] and set(found) == set(CHART_IDS) | frontier
+    for fid in frontier:
+        assert len(list(found[fid].iter("circle"))) == sum(f"frontier-{format_context(c.context_tokens)}" == fid for c in valid)
     for cid in ("total-tps", "per-request-tps", "ttft-percentiles", "tbt-percentiles"):
         assert len(list(found[cid].iter("circle"))) == len(valid), cid
     assert len(list(found["prefill-tps"].iter("circle"))) == sum(p.status == "valid" for p in prefill)
@@ -126,8 +130,9 @@ def test_imported_page_has_charts_and_says_why_no_bands(tmp_path):
         html = render_html(store, result.run_id)
     root = parse(html)
     found = chart_map(root)
-    assert set(found) == set(CHART_IDS) - {"ttft-percentiles", "tbt-percentiles"}
     valid = [r for r in result.page.decode if r.status == "valid"]
+    frontier = {f"frontier-{format_context(r.context_tokens)}" for r in valid}  # the page says its GPU count
+    assert set(found) == (set(CHART_IDS) - {"ttft-percentiles", "tbt-percentiles"}) | frontier
     assert len(list(found["total-tps"].iter("circle"))) == len(valid)
     assert "imported page publishes medians only" in root.all_text()
     _, rows = table_rows(tables_by_class(root, "long")[0])

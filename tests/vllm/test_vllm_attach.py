@@ -1,5 +1,5 @@
 """The vllm plugin's own lifecycle (start, ready, describe, stop) on real vLLM, and the CLI attached to
-that server with ``--engine vllm --base-url``: chat API through the tiny model's template, and the
+that server with ``--engine vllm --base-url`` (and with ``--base-url`` alone: recognised as vLLM): chat API through the tiny model's template, and the
 loop detector on real output (random weights decoded greedily repeat themselves)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from vllm_helpers import KEY_VAR, cli, processes_using
 from infermatrix.core.registry import validate_config
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.registry import build_engine
+from infermatrix.plugin import info_labels
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]  # the first test pays for the vLLM launch
 
@@ -90,3 +91,23 @@ def test_cli_attached_chat_run_marks_real_loops(server, tmp_path):
     assert [c[:2] for c in cells] == [(1, "looped"), (2, "looped")], cells
     assert evidence is not None and evidence[1], "a looped request keeps its text as evidence"
     assert prefill[0] == "valid" and abs(prefill[1] - 256) <= 16  # chat template counted by /tokenize
+
+
+def test_cli_without_engine_recognises_vllm(server, tmp_path):
+    """``--base-url`` and no ``--engine``: the server is recognised as vLLM and read as vLLM (capacity from
+    its cache-config metric, its gauges), the header, the stored run and the report say so."""
+    engine, _, key, _ = server
+    labels = info_labels(httpx.get(f"{engine.base_url}/metrics", timeout=10).text, "vllm:cache_config_info")
+    db = tmp_path / "auto.duckdb"
+    proc = cli("run", "--base-url", engine.base_url, "--model", "tiny", "--contexts", "256", "--concurrency", "1",
+               "--duration", "2", "--max-output", "32", "--no-loop-detection", "--api-key-env", KEY_VAR, "--db", str(db),
+               env={KEY_VAR: key}, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "detected: vllm (by /version + vllm: metrics)" in proc.stderr
+    assert "vllm (by /version + vllm: metrics)" in proc.stdout  # the report's Engine section
+    with duckdb.connect(str(db), read_only=True) as con:
+        kind, kv, extra, metrics = con.execute("SELECT engine, kv_tokens, engine_extra, engine_metrics FROM runs").fetchone()
+    extra, metrics = (json.loads(x) if isinstance(x, str) else x for x in (extra, metrics))
+    assert kind == "vllm" and extra["detection"]["recognised"] and extra["detection"]["kind"] == "vllm"
+    assert kv == int(labels["num_gpu_blocks"]) * int(labels["block_size"])
+    assert metrics["found"] is True

@@ -151,3 +151,22 @@ def test_ready_timeout_stops_the_tree(vllm_python, tiny_model, tmp_path, vllm_ru
     proc = _failed_launch(vllm_python, tiny_model, tmp_path, "--set", "engine.ready_timeout_s=4")
     assert proc.returncode == 1
     assert "not ready after 4 s" in proc.stderr and "last lines of its log" in proc.stderr
+
+
+def test_prefix_cache_hit_rate_from_vllms_own_counters(run, db):
+    """vLLM's prefix_cache_queries/hits counters, differenced per cell (docs/metrics.md, engine statistics): a warm
+    cell re-sends cached prompts, so it hits every full 128-token block but the one holding the last prompt token
+    (vLLM recomputes that token); a cold prefill probe's prompt was never seen (a random nonce leads it)."""
+    cur = db.execute("SELECT * FROM cell_engine_stats WHERE status IN ('valid', 'client_bound')")
+    names = [d[0] for d in cur.description]
+    stats = [dict(zip(names, r)) for r in cur.fetchall()]
+    decode = [s for s in stats if s["phase"] == "decode"]
+    prefill = [s for s in stats if s["phase"] == "prefill"]
+    assert decode and prefill
+    for s in decode:
+        prompt = db.execute("SELECT prompt_tokens FROM cells WHERE run_id = ? AND context_tokens = ? AND concurrency = ?",
+                            [s["run_id"], s["context_tokens"], s["concurrency"]]).fetchone()[0]  # fmt: skip
+        cacheable = 128 * ((prompt - 1) // 128) / prompt  # the share of a warm prompt vLLM can serve from cache
+        assert s["prefix_cache_queries"] > 0 and s["prefix_cache_hit_rate"] >= 0.9 * cacheable, (s, prompt)
+    assert all(s["prefix_cache_hit_rate"] <= 0.05 for s in prefill), prefill
+    assert all(s["acceptance_rate"] is None and s["spec_note"] for s in decode)  # speculative decoding off

@@ -9,7 +9,7 @@ import shutil
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
@@ -19,6 +19,9 @@ from infermatrix.core.engine.process import ChildProcess
 from infermatrix.core.redact import redact_argv, redact_text, shell_join
 from infermatrix.core.engine.traits import EngineTraits, HttpCall
 from infermatrix.core.types import Capacity, EngineInfo
+
+if TYPE_CHECKING:
+    from infermatrix.core.engine.detect import Recognition, ServerProbe
 
 __all__ = ["Engine", "AttachEngine", "LaunchedEngine", "EngineError", "free_port", "connect_host", "normalize_base_url", "probe_reachable", "missing_executable"]
 
@@ -79,6 +82,17 @@ class Engine(abc.ABC):
 
     traits: EngineTraits = EngineTraits()
     attach: bool = True  # attached: someone else runs the server (launch mode sets False)
+    # ``engine.kind = "auto"``: recognisers are asked in this order (lower first, then by kind name); the
+    # first yes wins. The built-ins use 10-60 (docs/engines.md lists them).
+    recognise_order: int = 100
+    detected: dict[str, Any] | None = None  # how ``auto`` chose this engine (set by the runner), else None
+
+    @classmethod
+    async def recognise(cls, probe: ServerProbe) -> Recognition | None:
+        """Whether the server behind ``probe`` is this engine (``engine.kind = "auto"``): a
+        :class:`Recognition` saying what showed it, or ``None``. Ask only what identifies the engine
+        (``probe`` GETs each path once, shared by every recogniser); the default recognises nothing."""
+        return None
 
     def __init__(self, config: EngineConfig, workdir: Path):
         self.config = config

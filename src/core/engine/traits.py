@@ -41,6 +41,10 @@ class Gauges:
     preemptions: float | None = None
     spec_draft_tokens: float | None = None
     spec_accepted_tokens: float | None = None
+    spec_drafts: float | None = None
+    prefix_cache_queries: float | None = None
+    prefix_cache_hits: float | None = None
+    spec_accepted_per_pos: dict[int, float] | None = None  # draft position (0 first) -> accepted tokens there
 
     @property
     def generation_tokens(self) -> float | None:  # the older name, kept for callers written before it
@@ -70,6 +74,10 @@ class MetricNames:
     preemptions: str | None = None  # preemptions (counter)
     spec_draft_tokens: str | None = None  # speculative draft tokens proposed (counter)
     spec_accepted_tokens: str | None = None  # speculative draft tokens accepted (counter)
+    spec_drafts: str | None = None  # speculative drafts proposed, one per sequence and step (counter)
+    prefix_cache_queries: str | None = None  # prompt tokens looked up in the prefix cache (counter)
+    prefix_cache_hits: str | None = None  # ...of which found there (counter)
+    spec_accepted_per_pos: str | None = None  # accepted draft tokens by draft position (counter, label ``position``)
     path: str = "/metrics"
     parse: Callable[[str], Gauges] | None = None
     # The token counters (generated, prompt, speculative) move when a request ends, not token by token:

@@ -17,6 +17,7 @@ from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
 from infermatrix.core.measure.admission import EngineSample, client_in_flight_flags, judge_admission
 from infermatrix.core.measure.inflight import ClientCounts
+from infermatrix.core.measure.engine_stats import counter_deltas
 from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
 from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, worst
 from infermatrix.core.measure.steady import EngineGauges, GaugeSample
@@ -241,6 +242,7 @@ class CellRunner:
         after = await self.gauges.read()
         after_at = time.monotonic()  # the counter was read by now: the engine stopped the closed streams before
         result.flags["tokens"] = await reconcile_tokens(n, records, before, after, recounted, count, after_at)
+        result.flags["engine_counters"] = counter_deltas(self.traits.metrics, before, after)  # docs/metrics.md, engine statistics
         result.flags["steady_state"] = None if steady is None else {
             "reached": steady.reached, "engine_max_running": steady.achieved, "waited_s": round(steady.waited_s, 3),
             "engine_metrics": steady.metrics,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import anyio
 import httpx
 
-from infermatrix.core.engine.prometheus import scan_values
+from infermatrix.core.engine.prometheus import metric_samples, scan_values
 from infermatrix.core.engine.traits import Gauges, MetricNames
 
 __all__ = ["EngineGauges", "Gauges", "GaugeSample", "SteadyState", "parse_gauges", "METRICS_NOT_FOUND", "WINDOW_POLL_S", "STEADY_POLL_S", "SLOW_READ_S"]
@@ -54,8 +54,21 @@ def parse_gauges(page: str, names: MetricNames) -> Gauges:
     wanted = names.names()
     if names.counted_at_request_end:  # counters that say nothing about a window (MetricNames)
         wanted = {f: n for f, n in wanted.items() if f in ("running", "waiting", "kv_usage")}
+    per_pos = wanted.pop("spec_accepted_per_pos", None)  # labelled by position: not summed
     values = scan_values(page, wanted.values())
-    return Gauges(**{f: values.get(n) for f, n in wanted.items()})
+    g = Gauges()
+    for f, n in wanted.items():
+        setattr(g, f, values.get(n))
+    if per_pos:
+        found: dict[int, float] = {}
+        for labels, value in metric_samples(page, per_pos):
+            try:
+                k = int(labels.get("position", ""))
+            except ValueError:
+                continue
+            found[k] = found.get(k, 0.0) + value  # summed over the other labels (engines, ranks)
+        g.spec_accepted_per_pos = found or None
+    return g
 
 
 class EngineGauges:

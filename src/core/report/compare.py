@@ -25,7 +25,9 @@ from infermatrix.core.report.compare_data import (
     verdict,
 )
 from infermatrix.core.report.fmt import DASH, fmt_tps
-from infermatrix.core.report.markdown import md_escape, md_table
+from infermatrix.core.report.markdown import md_escape, md_table, slo_markdown
+from infermatrix.core.report.slo_report import load_slo_report, slo_tables
+from infermatrix.core.report.text import slo_sections
 from infermatrix.core.store import Store
 
 __all__ = [
@@ -188,6 +190,7 @@ def render_compare_text(store: Store, run_ids: list[str], console: Console) -> N
         for line_cells in grid:
             t.add_row(*line_cells)
         console.print(t)
+    slo_sections(console, slo_tables(load_slo_report(store, run_ids), many_runs=True))
     console.print(Text(FOOTNOTE, style="dim"))
 
 
@@ -217,5 +220,6 @@ def render_compare_markdown(store: Store, run_ids: list[str]) -> str:
     if cmp.best:
         header, grid = best_grid(cmp)
         out += ["## Best run per cell", "", "total tok/s, cells valid in two or more runs; × = lead over the next best run", "", md_table(header, grid, "r" * len(header)), ""]
+    out += slo_markdown(slo_tables(load_slo_report(store, run_ids), many_runs=True))
     out.append(md_escape(FOOTNOTE))
     return "\n".join(out) + "\n"

@@ -15,6 +15,7 @@ from infermatrix.core.report.layout import (
     matrix_cell,
     title_lines,
 )
+from infermatrix.core.report.slo_report import slo_tables
 from infermatrix.core.store import Store
 
 __all__ = ["render_markdown", "markdown_of", "md_table", "md_escape"]
@@ -86,12 +87,21 @@ def markdown_of(d: ReportData) -> str:
             out += [""] + [f"- {md_escape(n)}" for n in notes]
         out.append("")
 
+    out += slo_markdown(slo_tables(d.slo))
     if d.prefill or d.decode:
         rows = [cells for _, cells in long_rows(d)]
         out += ["## All measurements", "", LONG_NOTE, "", md_table(LONG_COLUMNS, rows, "llrl" + "r" * 8), ""]
     else:
         out += ["_No measurements saved for this run yet._", ""]
     return "\n".join(out)
+
+
+def slo_markdown(tables: list) -> list[str]:
+    """The SLO, capacity, frontier and engine tables (core/report/slo_report.py) as Markdown lines."""
+    out: list[str] = []
+    for t in tables:
+        out += [f"## {md_escape(t.title)}", "", md_escape(t.caption), "", md_table(t.header, t.rows, t.align), ""]
+    return out
 
 
 def render_markdown(store: Store, run_id: str | None) -> str:

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from infermatrix.core.report.data import ReportData, load_report
 from infermatrix.core.report.openloop import render_points
+from infermatrix.core.report.slo_report import slo_tables
 from infermatrix.core.report.layout import (
     LONG_COLUMNS,
     LONG_NOTE,
@@ -155,11 +156,24 @@ def _long_table(console: Console, d: ReportData) -> None:
         console.print(Text(COMPACT_NOTE, style="dim"))
 
 
+def slo_sections(console: Console, tables: list) -> None:
+    """The SLO, capacity, frontier and engine tables (core/report/slo_report.py)."""
+    for t in tables:
+        _section(console, t.title, t.caption)
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+        for h, a in zip(t.header, t.align):
+            table.add_column(h, justify="right" if a == "r" else "left")
+        for row in t.rows:
+            table.add_row(*row)
+        console.print(table)
+
+
 def render_data(d: ReportData, console: Console) -> None:
     """Print an already loaded report."""
     _header(console, d)
     _prefill(console, d)
     _matrix(console, d)
+    slo_sections(console, slo_tables(d.slo))
     _long_table(console, d)
     render_points(console, d.points, STATUS_STYLES)
     if not (d.prefill or d.decode or d.points):

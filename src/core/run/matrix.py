@@ -18,6 +18,7 @@ import anyio
 import httpx
 import pluggy
 from rich.console import Console
+from rich.markup import escape
 
 from infermatrix.core.config import RunConfig
 from infermatrix.core.contexts import format_context
@@ -93,6 +94,11 @@ class MatrixRun:
         """Launch (or reach) the engine, learn what it is and what it holds, and store that in the run's row."""
         cfg, m, engine, store = self.cfg, self.cfg.matrix, self.engine, self.store
         self.console.print(f"[bold]infermatrix[/] run [cyan]{self.run_id}[/]: starting {engine.kind} engine" + (f" at {engine.base_url}" if engine.base_url else ""))
+        detected = _detected(store, self.run_id, engine)
+        if engine.detected is not None:  # engine.kind = "auto": what was found, or that nothing was
+            note = escape(engine.detected["note"])
+            said = note if engine.detected["recognised"] else f"[yellow]{note}[/]"
+            self.console.print(f"  {said} [dim]({engine.detected['ms']:.0f} ms)[/]", highlight=False, soft_wrap=True)
         planned = plan_before_launch(cfg, todo_cells, self.console)
         self.clock.enter("launch")
         await engine.start()
@@ -107,7 +113,7 @@ class MatrixRun:
             self.run_id, engine=info.engine, engine_version=info.version, model=info.model, hardware={**info.hardware, **cfg.hardware},
             launch_command=info.launch_command, max_model_len=self.max_model_len, kv_tokens=capacity.kv_tokens,
             max_seqs=capacity.max_seqs, capacity_source=capacity.source, tokenizer=tokenizer.source,
-            engine_extra=info.extra, capacity_detail=capacity.detail, duration_s=m.duration_s, max_output=m.max_output,
+            engine_extra={**info.extra, **detected}, capacity_detail=capacity.detail, duration_s=m.duration_s, max_output=m.max_output,
         )
         self.console.print(
             f"  {info.engine} {info.version or ''} · model {info.model} · max_model_len {self.max_model_len or '?'} · "
@@ -336,6 +342,16 @@ def plan_before_launch(cfg: RunConfig, cells: list[tuple[int, int]], console: Co
     listed = ", ".join(f"{format_context(c)}×{n}" for c, n in over) if over else "none"
     console.print(f"  plan ({what}, {source}): {len(cells) - len(over)} of {len(cells)} cells fit; over capacity: {listed}", highlight=False)
     return over
+
+
+def _detected(store: Store, run_id: str, engine: Engine) -> dict[str, Any]:
+    """``engine_extra``'s ``detected`` (the header's line) and ``detection`` (the record) when ``auto`` chose
+    the kind: this run's, or on resume the stored one (the stored config names the kind found then)."""
+    if engine.detected is not None:
+        record = {k: v for k, v in engine.detected.items() if k not in ("line", "note")}
+        return {"detected": engine.detected["line"], "detection": record}
+    stored = (store.get_run(run_id) or {}).get("engine_extra") or {}
+    return {k: stored[k] for k in ("detected", "detection") if k in stored}
 
 
 def record_gauges(store: Store, run_id: str, runner: CellRunner, traits: Any, state: str, console: Console | None) -> str:

@@ -22,10 +22,11 @@ from typing import Any, Awaitable, Callable
 import httpx
 
 from infermatrix.core.measure.cell import CellRunner
+from infermatrix.core.measure.engine_stats import counter_deltas
 from infermatrix.core.run.planning import prefill_target
 from infermatrix.core.types import PrefillResult, PrefillSample
 
-__all__ = ["probe_prefill", "round_trip_ms", "RTT_PATH"]
+__all__ = ["probe_prefill", "prefill_point", "round_trip_ms", "RTT_PATH"]
 
 RTT_PATH = "/v1/models"  # the one request every OpenAI-compatible server answers, with no work behind it
 
@@ -55,7 +56,10 @@ async def probe_prefill(runner: CellRunner, workload: Any, ctx: int, max_model_l
     # the key, so probes of one length differ from their first KV block on (a prefix cache matches whole blocks).
     prompts = [await workload.prompt(target, f"{secrets.token_hex(4)}/{run_id}/prefill/{ctx}/{i}", distinct=True) for i in range(k + 1)]
     samples: list[PrefillSample] = []
+    before = None
     for i, prompt in enumerate(prompts):
+        if i == 1:  # the engine's counters around the cold probes (not the throwaway): prefix-cache hits should be ~0
+            before = await runner.gauges.read()
         if on_phase is not None:
             on_phase(f"prefill {i}/{k}" if i else "prefill (throwaway)", None)
         if reset is not None:
@@ -73,14 +77,23 @@ async def probe_prefill(runner: CellRunner, workload: Any, ctx: int, max_model_l
         ))  # fmt: skip
         if not ok:
             break  # a failed probe: the point is an error, no need to send the rest
+    counters = counter_deltas(runner.traits.metrics, before, await runner.gauges.read() if before is not None else None)
     kept = [s for s in samples if not s.throwaway and s.ttft_ms is not None]
     if len(kept) < k:
         failed = next((s for s in samples if s.ttft_ms is None), None)
         why = failed.outcome if failed is not None else "no first token"
         return PrefillResult(context_tokens=ctx, prompt_tokens=samples[-1].prompt_tokens, ttft_ms=None, prompt_tps=None,
-                             status="error", reason=why, samples=samples)  # fmt: skip
+                             status="error", reason=why, samples=samples, engine_counters=counters)  # fmt: skip
+    tokens, ttft_ms, prompt_tps = prefill_point(kept, target)
+    runner.prefill_rates.add(ctx, tokens, ttft_ms / 1000.0)
+    return PrefillResult(context_tokens=ctx, prompt_tokens=tokens, ttft_ms=ttft_ms, prompt_tps=prompt_tps,
+                         status="valid", reason=note, samples=samples, engine_counters=counters)  # fmt: skip
+
+
+def prefill_point(kept: list[PrefillSample], target: int) -> tuple[int, float, float]:
+    """(prompt_tokens, ttft_ms, prompt_tps) of a prefill point from its kept probes (docs/metrics.md, prefill
+    list): the medians of their prompt tokens (the target where the server did not say) and TTFTs, and
+    prompt_tps = prompt_tokens / TTFT (s)."""
     ttft_ms = statistics.median(s.ttft_ms for s in kept if s.ttft_ms is not None)
     tokens = int(statistics.median(s.prompt_tokens or target for s in kept))
-    runner.prefill_rates.add(ctx, tokens, ttft_ms / 1000.0)
-    return PrefillResult(context_tokens=ctx, prompt_tokens=tokens, ttft_ms=ttft_ms, prompt_tps=tokens / (ttft_ms / 1000.0),
-                         status="valid", reason=note, samples=samples)  # fmt: skip
+    return tokens, ttft_ms, tokens / (ttft_ms / 1000.0)

@@ -19,6 +19,7 @@ import pluggy
 from infermatrix import __version__
 from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.engine.contract import Engine, EngineError, probe_reachable
+from infermatrix.core.engine.detect import AUTO_KIND, Detection, detect_engine, resolve_auto
 from infermatrix.core.redact import redact_text
 from infermatrix.core.registry import build_engine
 from infermatrix.core.store import Store
@@ -151,12 +152,16 @@ async def _open_run(
 ) -> tuple[str, Engine | None, tuple[list[int], list[tuple[int, int]]] | None]:
     """Check what can be checked, then create (or reopen) the run and its engine object."""
     m = cfg.matrix
+    key = cfg.engine.api_key()
     if cfg.engine.base_url:  # attach: nothing answering there is a user mistake, found before the run exists
-        key = cfg.engine.api_key()
         why = await probe_reachable(client, cfg.engine.base_url, m.connect_timeout_s, {"Authorization": f"Bearer {key}"} if key else None)
         if why:
             hint = "" if "API key" in why else "; is the server running?"
             raise ConfigError(redact_text(f"engine.base_url: {why}{hint}", [key] if key else []))
+    detection: Detection | None = None
+    if cfg.engine.kind == AUTO_KIND:  # before the run exists: the stored config names the kind found
+        detection = await detect_engine(pm, client, cfg.engine.base_url or "", {"Authorization": f"Bearer {key}"} if key else None)
+        resolve_auto(pm, cfg, detection)
     cells = [(c, n) for c in m.contexts for n in m.concurrency]
     if run_id is not None:
         done = store.done_cells(run_id, retry_errors=retry_errors)
@@ -187,6 +192,8 @@ async def _open_run(
             except OSError:
                 pass
         raise
+    if detection is not None:
+        engine.detected = {"line": detection.line(), "note": detection.note(), **detection.record()}
     if new:
         store.create_run(
             {

@@ -20,7 +20,9 @@ __all__ = ["SCHEMA_VERSION", "MEMORY", "connect", "apply_schema", "check_schema"
 # v3: prefill_samples, cells' TTFT populations and ran_at_most, runs.client_overhead_ms, the
 #     admission_limited status, decode_matrix / prefill_list / engine_comparison gain columns at the end.
 # v4: decode_matrix.doubtful at the end (the columns the client verdict marked doubtful).
-SCHEMA_VERSION = 4
+# v5: SLOs and costs as data (slo_limits, run_costs, prefill.engine_counters) and slo_views.sql: slo_cells,
+#     slo_capacity, frontier, cell_engine_stats (docs/slo.md).
+SCHEMA_VERSION = 5
 MEMORY = ":memory:"
 
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")
@@ -112,6 +114,7 @@ def apply_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
         # Migrations are the idempotent ALTERs at the end of schema.sql (v1 -> v2 adds two runs
         # columns); a migration that can't be written that way goes here, before the views.
         con.execute(_sql("views.sql"))
+        con.execute(_sql("slo_views.sql"))
         con.execute(_sql("load.sql"))  # open-loop points (issue 20): their own file, so schema.sql merges stay simple
         if version != SCHEMA_VERSION:
             con.execute(

@@ -165,3 +165,28 @@ CREATE TABLE IF NOT EXISTS histogram_percentiles (
     value_ms       DOUBLE NOT NULL,
     PRIMARY KEY (run_id, context_tokens, concurrency, metric, percentile)
 );
+
+-- v5: SLOs as data (docs/slo.md). One row per limit of a named SLO, attached to a run: by the run's
+-- [slo] table, or later by `report --slo` / `compare --slo`. metric: ttft_ms | tpot_ms | e2e_ms | tps |
+-- attainment (the goal share of good requests); percentile NULL: every request must meet the limit.
+CREATE TABLE IF NOT EXISTS slo_limits (
+    run_id      VARCHAR NOT NULL,
+    slo         VARCHAR NOT NULL,
+    metric      VARCHAR NOT NULL,
+    percentile  DOUBLE,
+    limit_value DOUBLE NOT NULL,
+    source      VARCHAR,            -- config | --slo | mlperf
+    defined_at  TIMESTAMP
+);
+
+-- v5: the price of a GPU-hour for a run's cost figures (`--gpu-hour-price`; else the config's
+-- hardware.gpu_hour_usd is read from runs.config).
+CREATE TABLE IF NOT EXISTS run_costs (
+    run_id       VARCHAR PRIMARY KEY,
+    gpu_hour_usd DOUBLE NOT NULL,
+    set_at       TIMESTAMP
+);
+
+-- v5: the engine's own counters around each cold prefill probe set (prefix cache, speculative decoding),
+-- differenced; decode cells keep theirs in cells.flags.engine_counters.
+ALTER TABLE prefill ADD COLUMN IF NOT EXISTS engine_counters JSON;

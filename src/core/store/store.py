@@ -39,7 +39,8 @@ _CELL_COLUMNS = (
     "token_source", "prompt_tokens", "started_at", "finished_at", "flags",
     "ttft_burst_ms", "ttft_burst_n", "ttft_restart_ms", "ttft_restart_n", "ran_at_most", "saved_at",
 )
-_PREFILL_COLUMNS = ("run_id", "context_tokens", "prompt_tokens", "ttft_ms", "prompt_tps", "status", "reason", "samples", "saved_at")
+_PREFILL_COLUMNS = ("run_id", "context_tokens", "prompt_tokens", "ttft_ms", "prompt_tps", "status", "reason", "samples",
+                    "engine_counters", "saved_at")
 _PREFILL_SAMPLE_COLUMNS = ("run_id", "context_tokens", "sample_no", "throwaway", "request_id", "prompt_tokens", "ttft_ms",
                            "sent", "first_token", "outcome")  # fmt: skip
 _REQUEST_COLUMNS = (
@@ -51,7 +52,7 @@ _HISTOGRAM_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "unit
 _PERCENTILE_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "percentile", "value_ms")
 _CHILD_TABLES = ("requests", "histograms", "histogram_percentiles")
 # Every table that holds a run's rows (keyed by run_id), runs last.
-RUN_TABLES = ("prefill", "prefill_samples", "cells", *_CHILD_TABLES, "points", "point_requests", "runs")
+RUN_TABLES = ("prefill", "prefill_samples", "cells", *_CHILD_TABLES, "slo_limits", "run_costs", "points", "point_requests", "runs")
 
 
 class Bulk:

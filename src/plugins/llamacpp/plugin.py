@@ -23,6 +23,8 @@ from infermatrix.plugin import (
     HttpCall,
     LaunchedEngine,
     MetricNames,
+    Recognition,
+    ServerProbe,
     TokenizeAPI,
     detect_hardware,
     hookimpl,
@@ -86,6 +88,15 @@ LLAMACPP_TRAITS = EngineTraits(
 
 class LlamaCppEngine(LaunchedEngine):
     traits = LLAMACPP_TRAITS
+    recognise_order = 50
+
+    @classmethod
+    async def recognise(cls, probe: ServerProbe) -> Recognition | None:
+        """Its ``/props`` (slots, generation defaults, build), else ``llamacpp:`` metrics (with --metrics)."""
+        props = await probe.json("/props")
+        if isinstance(props, dict) and "default_generation_settings" in props and ("total_slots" in props or "build_info" in props):
+            return Recognition("/props", {"build_info": props.get("build_info")})
+        return Recognition("llamacpp: metrics") if await probe.has_metrics("llamacpp:") else None
 
     def __init__(self, config: LlamaCppEngineConfig, workdir: Path):
         super().__init__(config, workdir, host=config.host, port=config.port)

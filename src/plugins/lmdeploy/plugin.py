@@ -16,6 +16,8 @@ from infermatrix.plugin import (
     HttpCall,
     LaunchedEngine,
     MetricNames,
+    Recognition,
+    ServerProbe,
     TokenizeAPI,
     detect_hardware,
     expand_path,
@@ -47,6 +49,15 @@ LMDEPLOY_TRAITS = EngineTraits(
 
 class LmdeployEngine(LaunchedEngine):
     traits = LMDEPLOY_TRAITS
+    recognise_order = 40
+
+    @classmethod
+    async def recognise(cls, probe: ServerProbe) -> Recognition | None:
+        """Its ``/distserve/engine_info`` (KV geometry), else ``lmdeploy:`` metrics."""
+        info = engine_info(await probe.json(ENGINE_INFO))
+        if info is not None and ("num_gpu_blocks" in info or "block_size" in info):
+            return Recognition(ENGINE_INFO)
+        return Recognition("lmdeploy: metrics") if await probe.has_metrics("lmdeploy:") else None
 
     def __init__(self, config: LmdeployEngineConfig, workdir: Path):
         super().__init__(config, workdir, host=config.host, port=config.port)

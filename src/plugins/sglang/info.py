@@ -20,6 +20,7 @@ WAITING = "sglang:num_queue_reqs"
 TOKEN_USAGE = "sglang:token_usage"
 GENERATED = "sglang:generation_tokens_total"
 PROMPT = "sglang:prompt_tokens_total"
+CACHED = "sglang:cached_tokens_total"  # prompt tokens served from the radix (prefix) cache: hit rate = Δ cached / Δ prompt
 
 # Server arguments worth keeping with the run (never the whole answer: it carries api_key).
 _DESCRIBED = (
@@ -96,6 +97,8 @@ def sglang_gauges(page: str) -> Gauges:
         kv_usage=sum(usage) / len(usage) if usage else None,
         generated_tokens=metric_value(page, GENERATED),
         prompt_tokens=metric_value(page, PROMPT),
+        prefix_cache_queries=metric_value(page, PROMPT),
+        prefix_cache_hits=metric_value(page, CACHED),
     )
 
 

@@ -16,6 +16,8 @@ from infermatrix.plugin import (
     HttpCall,
     LaunchedEngine,
     MetricNames,
+    Recognition,
+    ServerProbe,
     TokenizeAPI,
     detect_hardware,
     expand_path,
@@ -24,6 +26,7 @@ from infermatrix.plugin import (
 )
 from infermatrix.plugins.sglang.config import SERVER_MODULE, SglangEngineConfig
 from infermatrix.plugins.sglang.info import (
+    CACHED,
     GENERATED,
     PROMPT,
     RUNNING,
@@ -42,7 +45,8 @@ INFO_PATHS = ("/get_server_info", "/server_info")
 
 SGLANG_TRAITS = EngineTraits(
     # Gauges are per data-parallel rank: sglang_gauges sums requests and averages KV usage over ranks.
-    metrics=MetricNames(running=RUNNING, waiting=WAITING, kv_usage=TOKEN_USAGE, generated_tokens=GENERATED, prompt_tokens=PROMPT, parse=sglang_gauges),
+    metrics=MetricNames(running=RUNNING, waiting=WAITING, kv_usage=TOKEN_USAGE, generated_tokens=GENERATED, prompt_tokens=PROMPT,
+                        prefix_cache_queries=PROMPT, prefix_cache_hits=CACHED, parse=sglang_gauges),
     # {"model", "prompt", "add_special_tokens"} -> {"tokens", "count", "max_model_len"}. Only newer builds take
     # "messages", so chat prompts are counted by the server's usage instead.
     tokenize=TokenizeAPI(path="/v1/tokenize", chat=False),
@@ -56,6 +60,16 @@ SGLANG_TRAITS = EngineTraits(
 
 class SglangEngine(LaunchedEngine):
     traits = SGLANG_TRAITS
+    recognise_order = 30
+
+    @classmethod
+    async def recognise(cls, probe: ServerProbe) -> Recognition | None:
+        """Its server-info endpoint (server arguments + scheduler numbers), else ``sglang:`` metrics."""
+        for path in INFO_PATHS:
+            data = await probe.json(path)
+            if isinstance(data, dict) and "model_path" in data and ("max_total_num_tokens" in data or "internal_states" in data):
+                return Recognition(path, {"version": data.get("version")})
+        return Recognition("sglang: metrics") if await probe.has_metrics("sglang:") else None
 
     def __init__(self, config: SglangEngineConfig, workdir: Path):
         super().__init__(config, workdir, host=config.host, port=config.port)

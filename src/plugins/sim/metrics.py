@@ -48,6 +48,14 @@ class _Collector:
         yield counter(f("generated_tokens"), "Number of generation tokens processed.", c["generation_tokens"])
         yield counter(f("prefix_cache_queries"), "Prefix cache queries, in tokens.", c["cache_queries"])
         yield counter(f("prefix_cache_hits"), "Prefix cache hits, in tokens.", c["cache_hits"])
+        if p.spec_tokens:  # as vLLM: the spec_decode families exist only with speculative decoding on
+            yield counter(f("spec_drafts"), "Number of spec decoding drafts.", c["spec_drafts"])
+            yield counter(f("spec_draft_tokens"), "Number of draft tokens.", c["spec_draft_tokens"])
+            yield counter(f("spec_accepted_tokens"), "Number of accepted tokens.", c["spec_accepted_tokens"])
+            pos = CounterMetricFamily(f("spec_accepted_per_pos"), "Accepted tokens per draft position.", labels=[*_LABELS, "position"])
+            for i, v in enumerate(s.spec_accepted_per_pos):
+                pos.add_metric([*lv, str(i)], v)
+            yield pos
         yield counter(f("preemptions"), "Cumulative number of preemption from the engine.", c["preemptions"])
         done = CounterMetricFamily(f("request_success"), "Count of successfully processed requests.",
                                    labels=[*_LABELS, "finished_reason"])  # fmt: skip

@@ -23,6 +23,8 @@ from infermatrix.plugin import (
     HttpCall,
     LaunchedEngine,
     MetricNames,
+    Recognition,
+    ServerProbe,
     TokenizeAPI,
     hookimpl,
     info_labels,
@@ -69,6 +71,9 @@ def sim_traits(profile: SimProfile) -> EngineTraits:
     metrics = MetricNames(
         running=f("running"), waiting=f("waiting"), kv_usage=f("kv_usage"), generated_tokens=f("generated_tokens"),
         prompt_tokens=f("prompt_tokens"), preemptions=f("preemptions"),
+        prefix_cache_queries=f("prefix_cache_queries"), prefix_cache_hits=f("prefix_cache_hits"),
+        spec_drafts=f("spec_drafts"), spec_draft_tokens=f("spec_draft_tokens"), spec_accepted_tokens=f("spec_accepted_tokens"),
+        spec_accepted_per_pos=f("spec_accepted_per_pos"),
     ) if profile.metrics else None  # fmt: skip
     return EngineTraits(
         metrics=metrics, tokenize=TokenizeAPI() if profile.tokenize else None, version_path="/version",
@@ -78,6 +83,19 @@ def sim_traits(profile: SimProfile) -> EngineTraits:
 
 
 class SimEngine(LaunchedEngine):
+    # First: the sim imitates vLLM (its /version, its metric names by default), so vLLM's recogniser says
+    # yes to it too; recognised as the sim, the run follows the server's own profile (metric names included).
+    recognise_order = 10
+
+    @classmethod
+    async def recognise(cls, probe: ServerProbe) -> Recognition | None:
+        """The sim's own ``/debug/profile``."""
+        data = await probe.json("/debug/profile")
+        if not (isinstance(data, dict) and {"metric_prefix", "kv_tokens", "block_size"} <= data.keys()):
+            return None
+        names = f"metrics named {data['metric_prefix']}" if data.get("metrics", True) else "metrics off"
+        return Recognition(f"/debug/profile: profile {data.get('name')}, {names}", {"profile": data.get("name")})
+
     def __init__(self, config: SimEngineConfig, workdir: Path):
         super().__init__(config, workdir, host=config.host)
         self.profile: SimProfile = load_profile(config.profile)
@@ -116,6 +134,8 @@ class SimEngine(LaunchedEngine):
             pass
         info.hardware = {"type": "simulated", "profile": profile.get("name", self.profile.name)}
         info.extra["profile"] = profile
+        # Parallelism as vLLM reports it: the GPUs the profile stands for (tok/s per GPU, cost; docs/slo.md).
+        info.extra.update(tensor_parallel_size=int(profile.get("tensor_parallel_size") or 1), pipeline_parallel_size=1, data_parallel_size=1)
         return info
 
     async def read_capacity(self, client: httpx.AsyncClient) -> Capacity | None:

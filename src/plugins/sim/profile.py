@@ -31,6 +31,10 @@ METRIC_ROLES: dict[str, str] = {
     "generated_tokens": "generation_tokens",
     "prefix_cache_queries": "prefix_cache_queries",
     "prefix_cache_hits": "prefix_cache_hits",
+    "spec_drafts": "spec_decode_num_drafts",
+    "spec_draft_tokens": "spec_decode_num_draft_tokens",
+    "spec_accepted_tokens": "spec_decode_num_accepted_tokens",
+    "spec_accepted_per_pos": "spec_decode_num_accepted_tokens_per_pos",
     "preemptions": "num_preemptions",
     "request_success": "request_success",
     "cache_config": "cache_config_info",
@@ -130,9 +134,14 @@ class SimProfile(Strict):
     frontend_per_1k_ms: float = Field(0.0, ge=0, description="...plus this much per 1000 prompt tokens")
     frontend_load: float = Field(0.0, ge=0, description="each other request in the server stretches intake by this fraction")
     frontend_table: FrontendTable | None = Field(None, description="measured intake delays by (prompt tokens, requests); replaces the three above")
-    # Speculative decoding: each step a sequence emits 1 + the leading accepted drafts (each with p = acceptance).
+    # Speculative decoding: each step after its first, a sequence drafts spec_tokens tokens and emits 1 + the
+    # leading accepted ones. ``acceptance`` is vLLM's acceptance rate (accepted / drafted tokens): draft position
+    # i (from 1) is accepted with probability c**i, c chosen so the mean over positions is ``acceptance``
+    # (with one draft token, c = acceptance). Counted in the vLLM spec_decode_* counters on /metrics.
     spec_tokens: int = Field(0, ge=0)
     acceptance: float = Field(0.0, ge=0, le=1)
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs the profile stands for: reported as the engine's "
+                                      "tensor parallelism (cost and tok/s per GPU, docs/slo.md)")  # fmt: skip
     reasoning_tokens: int = Field(0, ge=0, description="chat: the first this many tokens arrive as delta.reasoning_content")
     eos_probability: float = Field(0.0, ge=0, le=1, description="per-token chance of stopping early (unless ignore_eos)")
     # KV pressure: after a step, while KV usage is above this fraction, the youngest running sequence is
@@ -159,6 +168,20 @@ class SimProfile(Strict):
     # Ground truth kept in memory (oldest dropped first); ~16 bytes per emitted chunk per request.
     truth_max_requests: int = Field(20_000, ge=1)
     truth_max_steps: int = Field(500_000, ge=1)
+
+    def acceptance_per_step(self) -> float:
+        """c: the chance that a draft token is accepted given the one before it was (see ``acceptance``)."""
+        k, a = self.spec_tokens, self.acceptance
+        if k <= 1 or a <= 0 or a >= 1:
+            return a
+        lo, hi = 0.0, 1.0
+        for _ in range(60):  # mean over positions of c**i grows with c: bisect
+            mid = (lo + hi) / 2
+            if sum(mid**i for i in range(1, k + 1)) / k < a:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
 
     def metric_family(self, role: str) -> str:
         """The name the sim serves the ``role`` metric family under (see ``METRIC_ROLES``)."""

@@ -55,7 +55,10 @@ class Scheduler:
         self.steps: deque[tuple[float, float, float, int, int, float]] = deque(maxlen=profile.truth_max_steps)
         self.counters = dict.fromkeys(
             ("prompt_tokens", "generation_tokens", "cache_queries", "cache_hits", "requests", "finished_stop",
-             "finished_length", "aborted", "steps", "resyncs", "preemptions", "cache_resets", "abort_calls"), 0)  # fmt: skip
+             "finished_length", "aborted", "steps", "resyncs", "preemptions", "cache_resets", "abort_calls", "spec_drafts",
+             "spec_draft_tokens", "spec_accepted_tokens"), 0)  # fmt: skip
+        self.spec_accepted_per_pos = [0] * profile.spec_tokens  # vLLM's per-position counter
+        self._accept_c = profile.acceptance_per_step()
         self.max_lag_s = 0.0
         self._n = 0
         self._decode_wake = asyncio.Event()
@@ -365,7 +368,8 @@ class Scheduler:
 
     def _emit(self, t: float) -> int:
         """End of a step: every running sequence gets 1 + its accepted drafts (its first step: 1)."""
-        k, acc = self.p.spec_tokens, self.p.acceptance
+        k, acc = self.p.spec_tokens, self._accept_c
+        counters, per_pos = self.counters, self.spec_accepted_per_pos
         keep: list[Seq] = []
         total = 0
         finished: list[Seq] = []
@@ -374,10 +378,14 @@ class Scheduler:
             assert rng is not None and text is not None  # set at admission, dropped only when it finishes
             n = 1
             if s.generated and k:
-                for _ in range(k):
+                counters["spec_drafts"] += 1
+                counters["spec_draft_tokens"] += k
+                for i in range(k):
                     if rng.random() >= acc:
                         break
+                    per_pos[i] += 1
                     n += 1
+                counters["spec_accepted_tokens"] += n - 1  # as verified, before max_tokens cuts the emission
             n = min(n, s.limit - s.generated)
             before = s.generated
             s.generated = before + n
@@ -428,7 +436,7 @@ class Scheduler:
             "now": time.monotonic(),
             "requests": reqs,
             "steps": steps,
-            "counters": {**self.counters, "max_lag_s": self.max_lag_s},
+            "counters": {**self.counters, "max_lag_s": self.max_lag_s, "spec_accepted_per_pos": list(self.spec_accepted_per_pos)},
             "state": {
                 "intake": len(self.intake), "waiting": len(self.waiting), "running": self.n_admitted, "decoding": len(self.running),
                 "reserved_kv_tokens": self.reserved, "kv_usage": self.kv_usage(), "prefix_cache_blocks": len(self.lru),

@@ -16,6 +16,8 @@ from infermatrix.plugin import (
     EngineTraits,
     LaunchedEngine,
     MetricNames,
+    Recognition,
+    ServerProbe,
     detect_hardware,
     expand_path,
     hookimpl,
@@ -45,6 +47,20 @@ TRTLLM_TRAITS = EngineTraits(
 
 class TrtllmEngine(LaunchedEngine):
     traits = TRTLLM_TRAITS
+    # Asked before any recogniser that reads /metrics: trtllm-serve's /metrics hands out its iteration
+    # statistics once (each entry is removed when read), and read_capacity needs them.
+    recognise_order = 20
+
+    @classmethod
+    async def recognise(cls, probe: ServerProbe) -> Recognition | None:
+        """``/v1/models`` owned by ``tensorrt_llm``, or ``trtllm_`` gauges at ``/prometheus/metrics``;
+        never ``/metrics`` (reading it consumes what it holds)."""
+        found = []
+        if "tensorrt_llm" in await probe.owned_by():
+            found.append("/v1/models owned_by tensorrt_llm")
+        if await probe.has_metrics("trtllm_", TRTLLM_TRAITS.metrics.path if TRTLLM_TRAITS.metrics else "/prometheus/metrics"):
+            found.append("trtllm_ metrics")
+        return Recognition(" + ".join(found)) if found else None
 
     def __init__(self, config: TrtllmEngineConfig, workdir: Path):
         super().__init__(config, workdir, host=config.host, port=config.port)

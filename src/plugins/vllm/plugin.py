@@ -20,6 +20,8 @@ from infermatrix.plugin import (
     EngineTraits,
     LaunchedEngine,
     MetricNames,
+    Recognition,
+    ServerProbe,
     TokenizeAPI,
     detect_hardware,
     hookimpl,
@@ -51,6 +53,10 @@ VLLM_TRAITS = EngineTraits(
         preemptions="vllm:num_preemptions_total",
         spec_draft_tokens="vllm:spec_decode_num_draft_tokens_total",
         spec_accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
+        spec_drafts="vllm:spec_decode_num_drafts_total",
+        spec_accepted_per_pos="vllm:spec_decode_num_accepted_tokens_per_pos_total",
+        prefix_cache_queries="vllm:prefix_cache_queries_total",
+        prefix_cache_hits="vllm:prefix_cache_hits_total",
     ),
     tokenize=TokenizeAPI(),
     version_path="/version",
@@ -75,6 +81,18 @@ def _bool(label: str | None) -> bool | None:
 
 class VllmEngine(LaunchedEngine):
     traits = VLLM_TRAITS
+    recognise_order = 60
+
+    @classmethod
+    async def recognise(cls, probe: ServerProbe) -> Recognition | None:
+        """``vllm:`` metrics at ``/metrics`` (needed: ``/version`` alone is answered by others too),
+        with ``/version`` named when it answers."""
+        if not await probe.has_metrics("vllm:"):
+            return None
+        version = await probe.json("/version")
+        if isinstance(version, dict) and version.get("version"):
+            return Recognition("/version + vllm: metrics", {"version": str(version["version"])})
+        return Recognition("vllm: metrics")
 
     def __init__(self, config: VllmEngineConfig, workdir: Path):
         super().__init__(config, workdir, host=config.host, port=config.port)

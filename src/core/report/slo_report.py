@@ -1,0 +1,172 @@
+"""The SLO, capacity, frontier and engine-statistics sections of a report, read from their views.
+
+Every renderer (text, Markdown, HTML) builds the same tables from :func:`slo_tables`; the numbers are
+exactly what ``slo_cells``, ``slo_capacity``, ``frontier`` and ``cell_engine_stats`` hold (docs/slo.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from infermatrix.core.report.fmt import DASH, fmt_ms, fmt_tps
+from infermatrix.core.store import Store
+
+__all__ = ["SloReport", "SloTable", "load_slo_report", "slo_tables", "fmt_share", "fmt_usd"]
+
+
+@dataclass
+class SloTable:
+    """One table of the section: a title, a caption, its header, rows of text and column alignment."""
+
+    title: str
+    caption: str
+    header: list[str]
+    rows: list[list[str]]
+    align: str
+
+
+@dataclass
+class SloReport:
+    """The rows of the SLO views for some runs, in report order."""
+
+    cells: list[dict[str, Any]] = field(default_factory=list)
+    capacity: list[dict[str, Any]] = field(default_factory=list)
+    frontier: list[dict[str, Any]] = field(default_factory=list)
+    engine_stats: list[dict[str, Any]] = field(default_factory=list)
+    tpot_bounds: dict[str, float] = field(default_factory=dict)  # SLO -> tightest per-token bound (ms)
+    gpus: dict[str, dict[str, Any]] = field(default_factory=dict)  # run -> run_gpus row
+
+    @property
+    def slos(self) -> list[str]:
+        return list(dict.fromkeys(r["slo"] for r in self.cells))
+
+
+def _rows(store: Store, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    cols, rows = store.query(sql, params)
+    return [dict(zip(cols, r)) for r in rows]
+
+
+def load_slo_report(store: Store, run_ids: list[str]) -> SloReport:
+    """The SLO views' rows for ``run_ids`` (an older store without the views gives an empty report)."""
+    tables = {r[0] for r in store.query("SELECT view_name FROM duckdb_views() WHERE NOT internal")[1]}
+    if "slo_cells" not in tables:
+        return SloReport()
+    ids = list(run_ids)
+    where = "WHERE list_contains(?, run_id)"
+    out = SloReport(
+        cells=_rows(store, f"SELECT * FROM slo_cells {where} ORDER BY run_id, slo, context_tokens, concurrency", [ids]),
+        capacity=_rows(store, f"SELECT * FROM slo_capacity {where} ORDER BY run_id, slo, context_tokens", [ids]),
+        frontier=_rows(store, f"SELECT * FROM frontier {where} ORDER BY context_tokens, run_id, concurrency", [ids]),
+        gpus={r["run_id"]: r for r in _rows(store, f"SELECT * FROM run_gpus {where}", [ids])},
+    )
+    if "cell_engine_stats" in tables:
+        out.engine_stats = _rows(store, f"SELECT * FROM cell_engine_stats {where} ORDER BY run_id, context_tokens, concurrency", [ids])
+    _, bounds = store.query(
+        "SELECT slo, min(CASE metric WHEN 'tpot_ms' THEN limit_value WHEN 'tps' THEN 1000.0 / limit_value END) "
+        f"FROM slo_limits {where} AND metric IN ('tpot_ms', 'tps') GROUP BY slo",
+        [ids],
+    )
+    out.tpot_bounds = {b[0]: float(b[1]) for b in bounds if b[1] is not None}
+    return out
+
+
+def fmt_share(v: float | None) -> str:
+    """``0.9731 -> "97.3 %"``."""
+    return DASH if v is None else f"{100.0 * v:.1f} %"
+
+
+def fmt_usd(v: float | None) -> str:
+    """Dollars per million tokens: ``0.4123 -> "$0.412"``, ``12.5 -> "$12.50"``."""
+    if v is None:
+        return DASH
+    return f"${v:.3f}" if v < 1 else f"${v:,.2f}"
+
+
+def _meets(v: bool | None) -> str:
+    return "yes" if v is True else "no" if v is False else "can't tell"
+
+
+def _slo_table(r: SloReport, slo: str, many_runs: bool) -> SloTable:
+    rows = []
+    for c in (c for c in r.cells if c["slo"] == slo):
+        ci = DASH if c["attainment"] is None else f"{fmt_share(c['attainment_lo'])} – {fmt_share(c['attainment_hi'])}"
+        rows.append([*([c["run_id"]] if many_runs else []), c["context_label"], str(c["concurrency"]),
+                     f"{c['good_requests']} / {c['judged_requests']}", fmt_share(c["attainment"]), ci,
+                     DASH if c["request_goodput"] is None else f"{c['request_goodput']:.2f}", fmt_tps(c["token_goodput"]), _meets(c["meets"])])  # fmt: skip
+    return SloTable(
+        f"SLO {slo}",
+        "attainment: share of the requests that ended in the window meeting every limit (95 % Wilson interval); "
+        "goodput: good requests and their output tokens per second; meets: every limit holds for the cell",
+        [*(["Run"] if many_runs else []), "Context", "N", "Good / judged", "Attainment", "95 % interval", "Good req/s",
+         "Good tok/s", "Meets"],
+        rows, ("l" if many_runs else "") + "lrrrrrrl",
+    )  # fmt: skip
+
+
+def _capacity_table(r: SloReport, many_runs: bool) -> SloTable:
+    rows = []
+    for c in r.capacity:
+        n = c["max_concurrency_meeting"]
+        rows.append([*([c["run_id"]] if many_runs else []), c["slo"], c["context_label"], DASH if n is None else str(n),
+                     fmt_tps(c["total_tps_at_max"]), fmt_tps(c["tps_per_gpu_at_max"])])  # fmt: skip
+    return SloTable(
+        "SLO capacity", "the largest concurrency whose cell meets the SLO, per context, and its throughput",
+        [*(["Run"] if many_runs else []), "SLO", "Context", "Max N meeting", "Total tok/s", "tok/s per GPU"],
+        rows, ("l" if many_runs else "") + "llrrr",
+    )  # fmt: skip
+
+
+def _frontier_table(r: SloReport, many_runs: bool) -> SloTable:
+    rows = []
+    for f in (f for f in r.frontier if f["on_frontier"]):
+        rows.append([*([f"{f['run_id']} ({f['engine']})"] if many_runs else []), f["context_label"], str(f["concurrency"]),
+                     fmt_tps(f["tps_per_gpu"]), fmt_tps(f["tps_per_user"]), fmt_usd(f["usd_per_mtok"]),
+                     fmt_usd(f.get("usd_per_mtok_total"))])  # fmt: skip
+    gpus = "; ".join(f"{rid}: {g['gpus']} GPU(s) from {g['gpus_source']}" for rid, g in r.gpus.items() if g.get("gpus"))
+    return SloTable(
+        "Throughput–interactivity frontier",
+        "the cells no other cell of the run beats on both tok/s per GPU and tok/s per user; $ per million output tokens, "
+        "and per million prompt + output tokens, at the run's GPU-hour price" + (f" ({gpus})" if gpus else ""),
+        [*(["Run"] if many_runs else []), "Context", "N", "tok/s per GPU", "tok/s per user", "$ / M out tok", "$ / M total tok"],
+        rows, ("l" if many_runs else "") + "lrrrrr",
+    )  # fmt: skip
+
+
+def _engine_table(r: SloReport, many_runs: bool) -> SloTable | None:
+    shown = [e for e in r.engine_stats if e["status"] == "valid"  # a discarded cell's counters are evidence, not results
+             and (e.get("acceptance_rate") is not None or e.get("prefix_cache_hit_rate") is not None)]
+    if not shown:
+        return None
+    rows = []
+    for e in shown:
+        per_pos = e.get("acceptance_per_position")
+        n = "prefill" if e["concurrency"] is None else str(e["concurrency"])
+        rows.append([*([e["run_id"]] if many_runs else []), e["context_label"], n,
+                     fmt_share(e.get("acceptance_rate")),
+                     DASH if e.get("mean_acceptance_length") is None else f"{e['mean_acceptance_length']:.2f}",
+                     DASH if not per_pos else " / ".join(fmt_share(p) for p in per_pos),
+                     fmt_share(e.get("prefix_cache_hit_rate"))])  # fmt: skip
+    return SloTable(
+        "What the engine did", "from the engine's own counters over each decode cell (prefill: over its cold probes): "
+        "speculative decoding and the prefix cache",
+        [*(["Run"] if many_runs else []), "Context", "N", "Acceptance", "Mean accept. length", "Per position", "Prefix-cache hits"],
+        rows, ("l" if many_runs else "") + "lrrrrr",
+    )  # fmt: skip
+
+
+def slo_tables(r: SloReport, many_runs: bool = False) -> list[SloTable]:
+    """The section's tables: one per SLO, the capacity, the frontier, the engine statistics (when any)."""
+    out = [_slo_table(r, s, many_runs) for s in r.slos]
+    if r.capacity:
+        out.append(_capacity_table(r, many_runs))
+    if any(f["on_frontier"] for f in r.frontier):
+        out.append(_frontier_table(r, many_runs))
+    engine = _engine_table(r, many_runs)
+    if engine is not None:
+        out.append(engine)
+    return out
+
+
+def fmt_bound(ms: float) -> str:
+    return f"TPOT ≤ {fmt_ms(ms)} ({fmt_tps(1000.0 / ms)} tok/s per user)"

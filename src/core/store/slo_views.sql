@@ -1,0 +1,226 @@
+-- infermatrix store: SLO, frontier, cost and engine-statistics views (v5; docs/slo.md, docs/metrics.md).
+-- Re-created on every read-write open, after views.sql (they read decode_matrix and latency_at()).
+--
+-- Contract views (DESIGN.md §7): slo_cells, slo_capacity, frontier.
+-- Helper views (not contract): request_latencies, slo_requests, run_gpus, cell_engine_stats.
+
+-- Every request of a valid cell that the SLO judges: it ended inside the cell's window and was not closed
+-- by the client at the window's end (cancelled). A failed request is judged (and is not good).
+-- tpot_ms and tps are NULL for a request with fewer than 2 output tokens: it is judged on the rest.
+CREATE OR REPLACE VIEW request_latencies AS
+SELECT
+    q.run_id, q.context_tokens, q.concurrency, q.request_no, q.outcome, q.finish_reason, q.output_tokens,
+    q.ttft_ms,
+    CASE WHEN q.output_tokens > 1 AND q.ended > q.first_token
+         THEN (q.ended - q.first_token) * 1000.0 / (q.output_tokens - 1) END AS tpot_ms,
+    (q.ended - q.sent) * 1000.0 AS e2e_ms,
+    CASE WHEN q.output_tokens > 1 AND q.ended > q.first_token
+         THEN (q.output_tokens - 1) / (q.ended - q.first_token) END AS tps
+FROM requests q
+JOIN cells c ON c.run_id = q.run_id AND c.context_tokens = q.context_tokens AND c.concurrency = q.concurrency
+WHERE c.status = 'valid' AND q.outcome <> 'cancelled' AND q.ended IS NOT NULL
+  AND q.ended >= c.window_start AND q.ended <= c.window_end;
+
+-- One row per (SLO, judged request): good when it finished (outcome ok, a finish reason) and meets every limit
+-- of the SLO; per_request_ok: it meets every limit that has no percentile (those must hold for every request).
+CREATE OR REPLACE VIEW slo_requests AS
+WITH judged AS (
+    SELECT l.run_id, l.slo, r.context_tokens, r.concurrency, r.request_no, r.output_tokens,
+           r.outcome = 'ok' AND r.finish_reason IS NOT NULL AS finished,
+           l.percentile,
+           CASE l.metric
+               WHEN 'ttft_ms' THEN coalesce(r.ttft_ms <= l.limit_value, false)
+               WHEN 'e2e_ms' THEN coalesce(r.e2e_ms <= l.limit_value, false)
+               WHEN 'tpot_ms' THEN coalesce(r.tpot_ms <= l.limit_value, true)  -- one token: no TPOT to judge
+               WHEN 'tps' THEN coalesce(r.tps >= l.limit_value, true)
+           END AS ok
+    FROM slo_limits l
+    JOIN request_latencies r ON r.run_id = l.run_id
+    WHERE l.metric <> 'attainment'
+)
+SELECT run_id, slo, context_tokens, concurrency, request_no, any_value(output_tokens) AS output_tokens,
+       bool_and(finished) AND bool_and(ok) AS good,
+       coalesce(bool_and(ok) FILTER (WHERE percentile IS NULL), true) AS per_request_ok
+FROM judged
+GROUP BY run_id, slo, context_tokens, concurrency, request_no;
+
+-- Per valid cell and SLO: attainment (good / judged requests) with its 95 % Wilson score interval, request
+-- and token goodput (good requests, and their output tokens, per second of the window), and whether the cell
+-- meets the SLO: every percentile limit holds on the cell's stored histograms (ttft; tpot and tps on tbt;
+-- e2e), and attainment >= the goal when one is set; without a goal, every limit without a percentile holds
+-- for every judged request.
+-- meets is NULL when a limit cannot be judged (no requests, an empty histogram) and none fails.
+CREATE OR REPLACE VIEW slo_cells AS
+WITH slos AS (
+    SELECT DISTINCT run_id, slo FROM slo_limits
+), cells_slo AS (
+    SELECT s.run_id, s.slo, d.context_label, d.context_tokens, d.concurrency, d.measured_s
+    FROM slos s JOIN decode_matrix d ON d.run_id = s.run_id
+    WHERE d.status = 'valid'
+), counts AS (
+    SELECT run_id, slo, context_tokens, concurrency,
+           count(*) AS judged, count(*) FILTER (WHERE good) AS good,
+           coalesce(sum(output_tokens) FILTER (WHERE good), 0) AS good_tokens,
+           bool_and(per_request_ok) AS per_request_ok
+    FROM slo_requests GROUP BY ALL
+), pct AS (
+    SELECT c.run_id, c.slo, c.context_tokens, c.concurrency,
+           count(*) FILTER (WHERE NOT ok) AS failed, count(*) FILTER (WHERE ok IS NULL) AS unknown
+    FROM (
+        SELECT x.run_id, x.slo, x.context_tokens, x.concurrency,
+               CASE l.metric
+                   WHEN 'ttft_ms' THEN latency_at(x.run_id, x.context_tokens, x.concurrency, 'ttft', l.percentile) <= l.limit_value
+                   WHEN 'tpot_ms' THEN latency_at(x.run_id, x.context_tokens, x.concurrency, 'tbt', l.percentile) <= l.limit_value
+                   WHEN 'e2e_ms' THEN latency_at(x.run_id, x.context_tokens, x.concurrency, 'e2e', l.percentile) <= l.limit_value
+                   WHEN 'tps' THEN latency_at(x.run_id, x.context_tokens, x.concurrency, 'tbt', l.percentile) <= 1000.0 / l.limit_value
+               END AS ok
+        FROM cells_slo x
+        JOIN slo_limits l ON l.run_id = x.run_id AND l.slo = x.slo
+        WHERE l.percentile IS NOT NULL AND l.metric <> 'attainment'
+    ) c
+    GROUP BY ALL
+), goal AS (
+    SELECT run_id, slo, max(limit_value) AS attainment_goal FROM slo_limits WHERE metric = 'attainment' GROUP BY ALL
+), wilson AS (
+    SELECT x.*, n.judged, n.good, n.good_tokens, n.per_request_ok,
+           n.good::DOUBLE / n.judged AS p, 1.959963984540054 AS z,
+           pc.failed, pc.unknown, g.attainment_goal,
+           EXISTS (SELECT 1 FROM slo_limits l WHERE l.run_id = x.run_id AND l.slo = x.slo
+                   AND l.percentile IS NULL AND l.metric <> 'attainment') AS has_per_request
+    FROM cells_slo x
+    LEFT JOIN counts n ON n.run_id = x.run_id AND n.slo = x.slo AND n.context_tokens = x.context_tokens AND n.concurrency = x.concurrency
+    LEFT JOIN pct pc ON pc.run_id = x.run_id AND pc.slo = x.slo AND pc.context_tokens = x.context_tokens AND pc.concurrency = x.concurrency
+    LEFT JOIN goal g ON g.run_id = x.run_id AND g.slo = x.slo
+)
+SELECT
+    run_id, slo, context_label, concurrency,
+    p AS attainment,
+    greatest(0.0, ((p + z * z / (2 * judged)) - z * sqrt(p * (1 - p) / judged + z * z / (4.0 * judged * judged))) / (1 + z * z / judged)) AS attainment_lo,
+    least(1.0, ((p + z * z / (2 * judged)) + z * sqrt(p * (1 - p) / judged + z * z / (4.0 * judged * judged))) / (1 + z * z / judged)) AS attainment_hi,
+    -- NULL when no request was judged (an imported page keeps no request records)
+    CASE WHEN judged IS NOT NULL THEN good / measured_s END AS request_goodput,
+    CASE WHEN judged IS NOT NULL THEN good_tokens / measured_s END AS token_goodput,
+    CASE
+        WHEN coalesce(failed, 0) > 0 THEN false
+        WHEN attainment_goal IS NOT NULL AND p IS NOT NULL AND p < attainment_goal THEN false
+        WHEN attainment_goal IS NULL AND has_per_request AND judged IS NOT NULL AND NOT per_request_ok THEN false
+        WHEN coalesce(unknown, 0) > 0 THEN NULL
+        WHEN (has_per_request OR attainment_goal IS NOT NULL) AND judged IS NULL THEN NULL
+        ELSE true
+    END AS meets,
+    -- after the contract columns: the counts behind the shares, and the cell's tokens
+    context_tokens, coalesce(judged, 0) AS judged_requests, coalesce(good, 0) AS good_requests
+FROM wilson
+ORDER BY run_id, slo, context_tokens, concurrency;
+
+-- GPUs a run's engine used: its parallelism as the engine plugin reports it (tensor x pipeline x data
+-- parallel sizes in runs.engine_extra: tensor/pipeline/data_parallel_size, or tp/pp/dp_size), else the config's hardware.gpus (or hardware.gpu_count), else the
+-- hardware row's gpu_count (an imported page's GPU count). NULL when none says.
+CREATE OR REPLACE VIEW run_gpus AS
+WITH src AS (
+    SELECT r.run_id,
+           coalesce(TRY_CAST(json_extract_string(r.engine_extra, '$.tensor_parallel_size') AS INTEGER),
+                    TRY_CAST(json_extract_string(r.engine_extra, '$.tp_size') AS INTEGER)) AS tp,
+           coalesce(TRY_CAST(json_extract_string(r.engine_extra, '$.pipeline_parallel_size') AS INTEGER),
+                    TRY_CAST(json_extract_string(r.engine_extra, '$.pp_size') AS INTEGER)) AS pp,
+           coalesce(TRY_CAST(json_extract_string(r.engine_extra, '$.data_parallel_size') AS INTEGER),
+                    TRY_CAST(json_extract_string(r.engine_extra, '$.dp_size') AS INTEGER)) AS dp,
+           coalesce(TRY_CAST(json_extract_string(r.config, '$.hardware.gpus') AS INTEGER),
+                    TRY_CAST(json_extract_string(r.config, '$.hardware.gpu_count') AS INTEGER)) AS cfg,
+           TRY_CAST(json_extract_string(r.hardware, '$.gpu_count') AS INTEGER) AS hw,
+           coalesce(k.gpu_hour_usd, TRY_CAST(json_extract_string(r.config, '$.hardware.gpu_hour_usd') AS DOUBLE)) AS gpu_hour_usd
+    FROM runs r LEFT JOIN run_costs k ON k.run_id = r.run_id
+)
+SELECT run_id,
+       CASE WHEN tp > 0 THEN tp * coalesce(nullif(pp, 0), 1) * coalesce(nullif(dp, 0), 1)
+            WHEN cfg > 0 THEN cfg WHEN hw > 0 THEN hw END AS gpus,
+       CASE WHEN tp > 0 THEN 'engine parallelism' WHEN cfg > 0 THEN 'config hardware' WHEN hw > 0 THEN 'hardware' END AS gpus_source,
+       gpu_hour_usd
+FROM src;
+
+-- Per SLO and context: the largest concurrency whose cell meets the SLO, and its throughput.
+CREATE OR REPLACE VIEW slo_capacity AS
+WITH best AS (
+    SELECT run_id, slo, context_tokens, any_value(context_label) AS context_label,
+           max(concurrency) FILTER (WHERE meets) AS max_concurrency_meeting
+    FROM slo_cells GROUP BY run_id, slo, context_tokens
+)
+SELECT b.run_id, b.slo, b.context_label, b.max_concurrency_meeting,
+       d.total_tps AS total_tps_at_max,
+       d.total_tps / g.gpus AS tps_per_gpu_at_max,
+       b.context_tokens
+FROM best b
+LEFT JOIN decode_matrix d ON d.run_id = b.run_id AND d.context_tokens = b.context_tokens AND d.concurrency = b.max_concurrency_meeting
+LEFT JOIN run_gpus g ON g.run_id = b.run_id
+ORDER BY b.run_id, b.slo, b.context_tokens;
+
+-- Throughput per GPU against interactivity (tok/s per user: per_request_tps), per run and context.
+-- on_frontier: no other valid cell of the same run and context has at least as much of both and more of one.
+-- usd_per_mtok: dollars per million output tokens = gpu_hour_usd / (tps_per_gpu x 3600 / 1e6);
+-- usd_per_mtok_total (after the contract columns): per million prompt + output tokens, with input_tps the prompt
+-- tokens of the requests sent inside the window per second (a warm prompt counts whole, as the tools that
+-- publish total-token costs count it).
+CREATE OR REPLACE VIEW frontier AS
+WITH input AS (
+    SELECT q.run_id, q.context_tokens, q.concurrency, sum(q.prompt_tokens) AS prompt_tokens
+    FROM requests q
+    JOIN cells c ON c.run_id = q.run_id AND c.context_tokens = q.context_tokens AND c.concurrency = q.concurrency
+    WHERE q.sent >= c.window_start AND q.sent <= c.window_end
+    GROUP BY ALL
+), pts AS (
+    SELECT d.run_id, d.engine, d.context_label, d.context_tokens, d.concurrency,
+           d.total_tps / g.gpus AS tps_per_gpu, d.per_request_tps AS tps_per_user, g.gpus, g.gpu_hour_usd,
+           i.prompt_tokens / d.measured_s AS input_tps, d.total_tps
+    FROM decode_matrix d
+    LEFT JOIN run_gpus g ON g.run_id = d.run_id
+    LEFT JOIN input i ON i.run_id = d.run_id AND i.context_tokens = d.context_tokens AND i.concurrency = d.concurrency
+    WHERE d.status = 'valid' AND d.total_tps IS NOT NULL AND d.per_request_tps IS NOT NULL
+)
+SELECT a.run_id, a.engine, a.context_label, a.concurrency, a.tps_per_gpu, a.tps_per_user,
+       CASE WHEN a.tps_per_gpu IS NOT NULL THEN NOT EXISTS (
+           SELECT 1 FROM pts b
+           WHERE b.run_id = a.run_id AND b.context_tokens = a.context_tokens
+             AND b.tps_per_gpu >= a.tps_per_gpu AND b.tps_per_user >= a.tps_per_user
+             AND (b.tps_per_gpu > a.tps_per_gpu OR b.tps_per_user > a.tps_per_user)
+       ) END AS on_frontier,
+       a.gpu_hour_usd / (a.tps_per_gpu * 3600 / 1e6) AS usd_per_mtok,
+       a.context_tokens, a.gpus, a.gpu_hour_usd, a.input_tps,
+       a.gpu_hour_usd / ((a.total_tps + a.input_tps) / a.gpus * 3600 / 1e6) AS usd_per_mtok_total
+FROM pts a
+ORDER BY a.run_id, a.context_tokens, a.concurrency;
+
+-- What the engine's own counters say each decode cell and each prefill point did (docs/metrics.md, engine
+-- statistics): counter differences over the cell's span (cells.flags.engine_counters) or over the cold probes
+-- of a prefill point (prefill.engine_counters). acceptance_rate = accepted / draft tokens; mean acceptance
+-- length = 1 + accepted / drafts; acceptance_per_position[i] = accepted at draft position i / drafts;
+-- prefix_cache_hit_rate = hits / queries (tokens). NULL with the reason in spec_note / prefix_cache_note.
+CREATE OR REPLACE VIEW cell_engine_stats AS
+WITH src AS (
+    SELECT run_id, 'decode' AS phase, context_tokens, concurrency, status, json_extract(flags, '$.engine_counters') AS j
+    FROM cells
+    UNION ALL
+    SELECT run_id, 'prefill', context_tokens, NULL, status, engine_counters FROM prefill
+), v AS (
+    SELECT run_id, phase, context_tokens, concurrency, status, j,
+           TRY_CAST(json_extract_string(j, '$.spec_drafts') AS DOUBLE) AS drafts,
+           TRY_CAST(json_extract_string(j, '$.spec_draft_tokens') AS DOUBLE) AS draft_tokens,
+           TRY_CAST(json_extract_string(j, '$.spec_accepted_tokens') AS DOUBLE) AS accepted,
+           TRY_CAST(json_extract(j, '$.spec_accepted_per_pos') AS DOUBLE[]) AS per_pos,
+           TRY_CAST(json_extract_string(j, '$.prefix_cache_queries') AS DOUBLE) AS queries,
+           TRY_CAST(json_extract_string(j, '$.prefix_cache_hits') AS DOUBLE) AS hits
+    FROM src
+)
+SELECT
+    run_id, phase, context_label(context_tokens) AS context_label, context_tokens, concurrency, status,
+    accepted / nullif(draft_tokens, 0) AS acceptance_rate,
+    1 + accepted / nullif(drafts, 0) AS mean_acceptance_length,
+    CASE WHEN drafts > 0 THEN list_transform(per_pos, lambda x: x / drafts) END AS acceptance_per_position,
+    hits / nullif(queries, 0) AS prefix_cache_hit_rate,
+    CASE WHEN j IS NULL THEN 'not recorded (measured before engine statistics existed)'
+         ELSE json_extract_string(j, '$.spec_note') END AS spec_note,
+    CASE WHEN j IS NULL THEN 'not recorded (measured before engine statistics existed)'
+         ELSE json_extract_string(j, '$.prefix_cache_note') END AS prefix_cache_note,
+    drafts AS spec_drafts, draft_tokens AS spec_draft_tokens, accepted AS spec_accepted_tokens,
+    queries AS prefix_cache_queries, hits AS prefix_cache_hits
+FROM v
+ORDER BY run_id, phase DESC, context_tokens, concurrency;

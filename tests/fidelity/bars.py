@@ -1,0 +1,83 @@
+"""Every tolerance of tests/fidelity/, in one place: each is a row of docs/metrics.md's expected-error table
+(section "Expected error"), named there by the constant's name, with the reason it is not exact.
+
+Rules (issue 22):
+* No bar grows with a value the product reports about itself (a bound the client verdict states, the run's
+  ``client_overhead_ms``, a "doubtful" mark). A cell the product marks doubtful is held to the same bar; a
+  number outside it is allowed only in a cell the product itself disowned (``client_bound``) — see
+  :func:`judged`.
+* Allowances that depend on the cell use only the test's inputs (N, the context) and fixed, documented figures.
+* Telling a tolerance from an input: a tolerance bounds how far a number the product *measured* may be from the
+  truth (the sim's own record, the reference report); profile fields (``write_profile(step_base_ms=…)``,
+  ``SimProfile(…)``, ``MatrixConfig(…)``) and command-line values are the experiment's inputs. The lint test
+  tests/test_fidelity_bars.py fails on any float literal in tests/fidelity/ outside this module and such calls
+  (0 and 1000, the ms-per-s unit, aside).
+"""
+
+from __future__ import annotations
+
+# --- decode cells, against the sim's step record over the cell's own window --------------------------------------
+# Chunks are timed on arrival, not emission: loopback delivery adds well under a millisecond, and a chunk
+# straddling a window edge can fall on either side.
+TOTAL_TPS = 0.01
+# Spans are seconds long, so arrival jitter at their two ends is a small share of them.
+PER_REQUEST_TPS = 0.01
+TBT = 0.01
+# test_fidelity_published.py: 4 s windows, 1,024-token requests (spans of 1-4 s): the same jitter, a smaller share.
+PER_REQUEST_TPS_LONG_SPANS = 0.005
+TBT_LONG_SPANS = 0.005
+# Restarts take one round trip, during which a stream has no request in flight.
+AVG_ACTIVE = 0.05  # of N
+# The engine-corrected avg_active against its parts as stored: the waiting mean is stored rounded to 0.001.
+AVG_ROUNDING = 0.001
+# Decode TTFT (burst and restarts, joined to the server's requests by X-Request-Id): 3 %, plus what N simultaneous
+# starts queue in both event loops on two shared cores before either clock sees the request (~20 ms at N = 8
+# under CI load, measured): 2 ms per stream. N is the test's input, not a reported value.
+DECODE_TTFT = 0.03
+DECODE_TTFT_MS_PER_STREAM = 2.0
+
+# --- prefill probes, against the server's receipt-to-first-token of the same requests -----------------------------
+PREFILL_TTFT = 0.03  # test_fidelity_matrix.py (300 ms base: the client's share is small beside it)
+# test_fidelity_published.py, 1K-16K at 10,000 tok/s (1K ~ 100 ms): 2 % or 1 ms, whichever is larger ...
+PREFILL_TTFT_TIGHT = 0.02
+PREFILL_TTFT_FLOOR_MS = 1.0
+# ... and, on the client's side only, LOOPBACK_MS: the client's TTFT holds the first token's loopback delivery
+# and both event loops, which the server's (first token - received) does not. A fixed figure measured
+# independently of the product's own report: scripts/ttft_overhead.py (the same probes against the sim's
+# `received`) read at most 4.04 ms for one probe (medians 1.2-2.1 ms) at load 4.5 on two cores, and a client
+# read 2.6 ms over the server at 1K at load 2 (docs/metrics.md). It does not widen with the run's
+# client_overhead_ms. At load 7-12 (this session: five suites and a build on two cores) the excess reached
+# 11 ms at 1K and the test fails there, as it should: nothing in the product says its number is 10 % high.
+LOOPBACK_MS = 5.0
+
+# --- prompts --------------------------------------------------------------------------------------------------------
+# Exact in practice through /tokenize; the product's own tolerance for hitting a length (DESIGN §2.3).
+PROMPT_LEN_TOKENS = 16
+PROMPT_LEN = 0.005
+
+
+def prompt_len_bar(context: int) -> float:
+    return max(PROMPT_LEN_TOKENS, PROMPT_LEN * context)
+
+
+# --- the sim profile fitted to the reference report (a model, checked against published numbers) -------------------
+# The profile is a fit: its step and prefill model reproduces the reference's cells to within this.
+REFERENCE_FIT = 0.10
+# The reference report prints TBT to 0.1 ms: its own figure may be off by up to half of that.
+REFERENCE_TBT_ROUNDING_MS = 0.05
+
+# --- the harness's own clock (test_fidelity_overhead.py) -----------------------------------------------------------
+# The run's phase clock starts just before its row is created and stops just before finished_at is written, and
+# DuckDB stores those timestamps to the microsecond: a few ms apart, never 0.25 s.
+PHASES_VS_WALL_S = 0.25
+PHASES_VS_WALL = 0.01  # of the wall time
+# A cell's measure phase is entered right after window_start is stamped and left right after window_end is (no
+# await between each pair): the same interval on the same clock, rounded to 1 ms in phases_s. What may separate
+# a stamp from its phase change is the process being descheduled there: a few scheduler slices (~4 ms each).
+PHASE_STAMPS_S = 0.05
+
+
+def judged(status: str, ok: bool) -> bool:
+    """A number outside its bar passes only in a cell the product disowned (``client_bound``: "the client, not the
+    engine, set the pace", issue 13's verdict); a ``valid`` cell, doubtful marks or not, is held to the bar."""
+    return ok or status == "client_bound"
