@@ -25,6 +25,7 @@ __all__ = [
     "LoopConfig",
     "ValidityConfig",
     "StoreConfig",
+    "LoadConfig",
     "ConfigError",
     "load_config",
     "apply_overrides",
@@ -196,6 +197,30 @@ class ValidityConfig(Strict):
     max_error_rate: float = Field(0.0, ge=0, le=1, description="failed requests / requests")
 
 
+class LoadConfig(Strict):
+    """One open-loop point (``[[load]]``, or ``--rate``): requests arriving at ``rate`` per second (docs/load.md)."""
+
+    rate: float = Field(..., gt=0, description="requests per second")
+    arrival: str = Field("poisson", description="poisson, constant or gamma:K (K < 1 burstier than Poisson)")
+    duration_s: float = Field(30.0, gt=0, description="the span the arrivals are drawn over")
+    context: int | None = Field(None, description="prompt tokens of every request (8K labels work); default: the first matrix context, else 1024")
+    max_output: int = Field(256, gt=0, description="max_tokens of every request")
+    max_in_flight: int | None = Field(None, gt=0, description="cap on requests in flight: the rest wait in a queue, their latency still counted from the scheduled time")
+    seed: int | None = Field(None, description="seed of the arrival schedule; default matrix.seed + the point's index")
+
+    @field_validator("arrival")
+    @classmethod
+    def _arrival(cls, v: str) -> str:
+        from infermatrix.core.measure.arrivals import parse_arrival
+
+        return str(parse_arrival(v))
+
+    @field_validator("context", mode="before")
+    @classmethod
+    def _context(cls, v: Any) -> Any:
+        return None if v is None else parse_context(v)
+
+
 class StoreConfig(Strict):
     db: str = "infermatrix.duckdb"
 
@@ -210,6 +235,7 @@ class RunConfig(Protocol):
     validity: ValidityConfig
     store: StoreConfig
     hardware: dict[str, Any]
+    load: list[LoadConfig]
     slo: dict[str, Any] | None
 
     def model_dump(self, *, mode: str = "python") -> dict[str, Any]: ...

@@ -16,7 +16,10 @@ from typing import Annotated, Any, Union, cast
 import pluggy
 from pydantic import BaseModel, Field, ValidationError, create_model
 
-from infermatrix.core.config import AUTO_KIND, AutoEngineConfig, ConfigError, EngineConfig, LoopConfig, MatrixConfig, RunConfig, StoreConfig, Strict, ValidityConfig
+from infermatrix.core.config import (
+    AUTO_KIND, AutoEngineConfig, ConfigError, EngineConfig, LoadConfig, LoopConfig, MatrixConfig, RunConfig, StoreConfig, Strict,
+    ValidityConfig,
+)
 from infermatrix.core.engine.contract import Engine
 
 __all__ = [
@@ -107,6 +110,7 @@ def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
         hardware=(dict[str, Any], Field(default_factory=dict)),
         # [slo]: limits the run is judged by (infermatrix.core.slo.slo_from_table; docs/slo.md)
         slo=(dict[str, Any] | None, None),
+        load=(list[LoadConfig], Field(default_factory=list)),
     )
 
 

@@ -89,6 +89,17 @@ BATCH_DECODING = 0.97
 # Staggered, N ends are spread over one generation of ~N steps: a few share a step by rounding (lockstep: all N).
 MOST_ENDS_PER_STEP = 4
 
+# --- open-loop points (test_fidelity_openloop.py), against the sim's receipt times and the drawn schedule ----------
+# Every scheduled request is sent, so sent = scheduled; the achieved rate divides by max(duration, last send's
+# offset), and the last send may be up to the lag bound past the duration: 25 ms of 6 s is 0.4 %.
+OPENLOOP_ACHIEVED_RATE = 0.02
+# Lag and latencies are stored rounded to 1 µs (3 decimals of ms): a sum of two rounded values is off by ≤ 1.5 µs.
+OPENLOOP_MS_ROUNDING = 0.002
+# With an in-flight cap of 1 the client sends the next request after reading the previous one's end; the sim stamps
+# `finished` at its step's end and `received` when the next body is read: only clock reads apart, 5 ms allows a
+# descheduled process between them.
+OPENLOOP_CAP_OVERLAP_S = 0.005
+
 
 def judged(status: str, ok: bool) -> bool:
     """A number outside its bar passes only in a cell the product disowned (``client_bound``: "the client, not the

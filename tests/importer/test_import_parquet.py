@@ -16,6 +16,7 @@ from imx_factories import fill_run
 from infermatrix.core.importer import import_page
 from infermatrix.core.store import Store, StoreError
 from infermatrix.core.store.parquet import MANIFEST, export_runs, import_runs
+from infermatrix.core.store.points import save_point
 from infermatrix.core.store.store import RUN_TABLES
 
 ORDER = {
@@ -25,6 +26,7 @@ ORDER = {
     "histograms": "run_id, context_tokens, concurrency, metric",
     "histogram_percentiles": "run_id, context_tokens, concurrency, metric, percentile",
     "slo_limits": "run_id, slo, metric, percentile", "run_costs": "run_id",
+    "points": "run_id, point", "point_requests": "run_id, point, request_no",
 }
 
 
@@ -39,6 +41,8 @@ def source_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("parquet") / "source.duckdb"
     with Store(path) as s:
         a, _, _ = fill_run(s, seed=1)
+        save_point(s, a, {"point": 0, "arrival": "poisson", "requested_rate": 2.0, "status": "valid", "lag_p99_ms": 3.5},
+                   [{"request_no": i, "request_id": f"r{i}", "scheduled": float(i), "sent": i + 0.001} for i in range(3)])  # fmt: skip
         b, _, _ = fill_run(s, {"engine": "sglang"}, scale=1.3, seed=2, other=False)
         ref = import_page(s, Path(__file__).parent / "data" / "vllm-h200x4-qwen3.8-flash-next.txt").run_id
     return path, [a, b, ref]
@@ -67,7 +71,7 @@ def test_round_trip_keeps_every_row(source, tmp_path):
         for table in RUN_TABLES:
             assert rows(dest, table, ids) == rows(src, table, ids), table
             assert manifest["rows"][table] == len(rows(src, table, ids))
-        for view in ("decode_matrix", "prefill_list", "latency_percentiles", "engine_comparison"):
+        for view in ("decode_matrix", "prefill_list", "latency_percentiles", "engine_comparison", "load_points"):
             q = f"SELECT * FROM {view} ORDER BY ALL"
             assert dest.query(q)[1] == src.query(q)[1], view
         assert all(dest.get_run(i)["imported_at"] is not None for i in ids)

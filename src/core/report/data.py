@@ -25,6 +25,7 @@ from infermatrix.core.report.fmt import (  # re-exported: renderers and the CLI 
     fmt_tps,
     status_label,
 )
+from infermatrix.core.report.openloop import load_point_rows
 from infermatrix.core.report.slo_report import SloReport, load_slo_report
 from infermatrix.core.store import Store, StoreError
 
@@ -55,6 +56,7 @@ class ReportData:
     decode: list[dict[str, Any]]
     latency: list[dict[str, Any]] = field(default_factory=list)
     details: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
+    points: list[dict[str, Any]] = field(default_factory=list)  # open-loop points (load_points view), in point order
     slo: SloReport = field(default_factory=SloReport)  # SLO, capacity, frontier, engine statistics (docs/slo.md)
 
     @property
@@ -138,5 +140,6 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
         decode=_rows(store, "SELECT * FROM decode_matrix WHERE run_id = ? ORDER BY context_tokens, concurrency", run_id),
         latency=sorted(_rows(store, "SELECT * FROM latency_percentiles WHERE run_id = ?", run_id), key=_latency_order),
         details={(d["context_tokens"], d["concurrency"]): d for d in details},
+        points=load_point_rows(store, run_id),
         slo=load_slo_report(store, [run_id]),
     )

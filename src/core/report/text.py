@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infermatrix.core.report.data import ReportData, load_report
+from infermatrix.core.report.openloop import render_points
 from infermatrix.core.report.slo_report import slo_tables
 from infermatrix.core.report.layout import (
     LONG_COLUMNS,
@@ -174,7 +175,8 @@ def render_data(d: ReportData, console: Console) -> None:
     _matrix(console, d)
     slo_sections(console, slo_tables(d.slo))
     _long_table(console, d)
-    if not (d.prefill or d.decode):
+    render_points(console, d.points, STATUS_STYLES)
+    if not (d.prefill or d.decode or d.points):
         console.print()
         console.print(Text("No measurements saved for this run yet.", style="yellow"))
 

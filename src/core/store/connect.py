@@ -115,6 +115,7 @@ def apply_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
         # columns); a migration that can't be written that way goes here, before the views.
         con.execute(_sql("views.sql"))
         con.execute(_sql("slo_views.sql"))
+        con.execute(_sql("load.sql"))  # open-loop points (issue 20): their own file, so schema.sql merges stay simple
         if version != SCHEMA_VERSION:
             con.execute(
                 "INSERT OR REPLACE INTO schema_version VALUES (?, ?)",

@@ -1,0 +1,53 @@
+"""``infermatrix run --rate 2,4,8 --arrival poisson``: open-loop points from the command line (docs/load.md).
+
+Each rate becomes one ``[[load]]`` point after the matrix; given with a config, ``--rate`` replaces the
+config's ``[[load]]`` points. The other flags need ``--rate`` (one line says so otherwise).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infermatrix.cli.common import number_option
+from infermatrix.core.config import ConfigError
+from infermatrix.core.measure.arrivals import parse_arrival
+
+__all__ = ["apply_load_flags", "parse_rates"]
+
+
+def parse_rates(text: str) -> list[float]:
+    """``"2,4,0.5"`` -> ``[2.0, 4.0, 0.5]``, each a positive number of requests per second."""
+    out = []
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        try:
+            value = float(item)
+        except ValueError:
+            raise ConfigError(f"--rate: {item!r} is not a number (requests per second, e.g. --rate 2,4,8)") from None
+        if not value > 0 or value == float("inf"):
+            raise ConfigError(f"--rate: must be greater than 0 (got {item})")
+        out.append(value)
+    if not out:
+        raise ConfigError("--rate: empty list of rates")
+    return out
+
+
+def apply_load_flags(data: dict[str, Any], rate: str | None, arrival: str | None, duration: str | None, max_in_flight: str | None) -> None:
+    """Write the ``[[load]]`` points the flags ask for into ``data`` (nothing without any of them)."""
+    if rate is None:
+        for flag, value in (("--arrival", arrival), ("--load-duration", duration), ("--max-in-flight", max_in_flight)):
+            if value is not None:
+                raise ConfigError(f"{flag}: give --rate too (e.g. --rate 2,4,8 {flag} ...)")
+        return
+    point: dict[str, Any] = {}
+    if arrival is not None:
+        try:
+            point["arrival"] = str(parse_arrival(arrival))
+        except ValueError as exc:
+            raise ConfigError(f"--arrival: {exc}") from None
+    if duration is not None:
+        point["duration_s"] = number_option(float, duration, "--load-duration")
+    if max_in_flight is not None:
+        point["max_in_flight"] = number_option(int, max_in_flight, "--max-in-flight")
+    data["load"] = [{"rate": r, **point} for r in parse_rates(rate)]

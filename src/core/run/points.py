@@ -1,0 +1,205 @@
+"""Open-loop load points, run after the matrix on the same engine: each point's prompts prepared, its
+schedule sent (core/measure/openloop.py), judged (valid / client_bound), and saved in one transaction.
+
+Errors and interrupts are handled as a decode cell's are (core/run/matrix.py): an engine lost inside a
+point saves it as ``error`` with the reason and brings the engine back; a step that fails with the engine
+up is an ``error``; an interrupt saves what was sent as ``interrupted`` (resume runs it again).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any
+
+import anyio
+
+from infermatrix.core.config import LoadConfig, RunConfig
+from infermatrix.core.contexts import format_context
+from infermatrix.core.engine.watch import EngineDown, StepFailed, guarded
+from infermatrix.core.measure.arrivals import parse_arrival, schedule
+from infermatrix.core.measure.client import encode_body, stream_request
+from infermatrix.core.measure.openloop import MonotonicClock, SendPlan, judge_point, lag_bound_ms, percentile, send_schedule
+from infermatrix.core.run.matrix import MatrixRun
+from infermatrix.core.run.progress import RunProgress
+from infermatrix.core.run.steps import Phase
+from infermatrix.core.store.points import done_points, save_point
+from infermatrix.core.types import RequestRecord
+
+__all__ = ["pending_points", "run_points", "point_context", "point_label"]
+
+
+def point_context(cfg: RunConfig, lc: LoadConfig) -> int:
+    """The point's prompt tokens: its own, else the first matrix context, else 1024."""
+    return lc.context or (cfg.matrix.contexts[0] if cfg.matrix.contexts else 1024)
+
+
+def point_label(cfg: RunConfig, lc: LoadConfig) -> str:
+    cap = f" cap {lc.max_in_flight}" if lc.max_in_flight else ""
+    return f"{lc.arrival}@{lc.rate:g}/s {format_context(point_context(cfg, lc))}{cap}"
+
+
+def pending_points(store: Any, run_id: str | None, cfg: RunConfig, retry_errors: bool) -> list[int]:
+    """Indexes of the ``[[load]]`` points still to run (all of them for a new run)."""
+    loads = list(getattr(cfg, "load", None) or [])
+    done = done_points(store, run_id, retry_errors) if run_id is not None else set()
+    return [i for i in range(len(loads)) if i not in done]
+
+
+async def run_points(mr: MatrixRun, todo: list[int]) -> None:
+    """Every pending point, in order, each saved before the next starts."""
+    if not todo:
+        return
+    with RunProgress(mr.console, len(todo)) as progress:
+        mr.phase = Phase(progress.on_phase, mr.clock)
+        mr.runner.on_tokens, mr.runner.on_phase = progress.on_tokens, mr.phase
+        for index in todo:
+            await _one_point(mr, progress, index)
+
+
+async def _one_point(mr: MatrixRun, progress: RunProgress, index: int) -> None:
+    lc: LoadConfig = mr.cfg.load[index]
+    label = point_label(mr.cfg, lc)
+    progress.cell(label)
+    await mr.ensure_up()
+    started_at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    state: dict[str, Any] = {}
+    recover = False
+
+    async def measure() -> None:
+        await _measure_point(mr, index, lc, state)
+
+    try:
+        await guarded(mr.engine, mr.client, mr.transport, measure)
+        row, reqs = _point_rows(mr, index, lc, state, None, None)
+    except EngineDown as down:
+        reason, _ = await mr.went_down(down.why)
+        row, reqs = _point_rows(mr, index, lc, state, "error", reason)
+        recover = True
+    except StepFailed as exc:
+        row, reqs = _point_rows(mr, index, lc, state, "error", f"failed in {mr.phase.now}: {exc.why}")
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            row, reqs = _point_rows(mr, index, lc, state, "interrupted", "run interrupted during this point (resume runs it again)")
+            row.update(started_at=started_at, finished_at=dt.datetime.now(dt.UTC).replace(tzinfo=None))
+            save_point(mr.store, mr.run_id, row, reqs)
+        raise
+    row.update(started_at=started_at, finished_at=dt.datetime.now(dt.UTC).replace(tzinfo=None))
+    if row.get("reason"):
+        row["reason"] = mr.engine.redact(row["reason"])
+    mr.phase("save")
+    save_point(mr.store, mr.run_id, row, reqs)
+    mr.cells[row["status"]] = mr.cells.get(row["status"], 0) + 1
+    detail = row["reason"] or (f"{row['achieved_rate']:.2f}/s achieved, lag p99 {row['lag_p99_ms']:.1f} ms, "
+                               f"TTFT p50 {row['ttft_p50_ms'] or 0:,.0f} ms")  # fmt: skip
+    progress.finished(label, row["status"], detail)
+    if recover:
+        await mr.recover()
+
+
+async def _measure_point(mr: MatrixRun, index: int, lc: LoadConfig, state: dict[str, Any]) -> None:
+    """Prompts and bodies first (outside the schedule), then the schedule sent; fills ``state``."""
+    runner, phase = mr.runner, mr.phase
+    ctx = point_context(mr.cfg, lc)
+    seed = lc.seed if lc.seed is not None else mr.cfg.matrix.seed + index
+    offsets = schedule(parse_arrival(lc.arrival), lc.rate, lc.duration_s, seed)
+    state.update(offsets=offsets, seed=seed, records={}, ids={})
+    phase("prompts")
+    bodies = []
+    for i in range(len(offsets)):
+        prompt = await mr.workload.prompt(ctx, f"load{index}/r{i}", distinct=True)
+        bodies.append(encode_body(runner._body(prompt, lc.max_output)))
+    records: dict[int, RequestRecord] = state["records"]
+    ids: dict[int, str] = state["ids"]
+    count_path = runner._count_path()
+
+    async def launch(i: int) -> None:
+        rec = records[i] = RequestRecord(stream_index=i, seq=0, sent=time.monotonic())
+        rid = ids[i] = f"{runner.id_prefix}-load-{index}-r{i}"
+        await stream_request(runner.streams, runner.url, bodies[i], rec, headers=runner._headers(rid), on_tokens=runner.on_tokens,
+                             count_path=count_path)  # fmt: skip
+
+    phase("measure")
+    plan = state["plan"] = SendPlan(offsets=offsets, origin=time.monotonic())  # filled as requests go: kept if interrupted
+    try:
+        await send_schedule(offsets, launch, clock=MonotonicClock(), max_in_flight=lc.max_in_flight, plan=plan)
+    finally:
+        with anyio.CancelScope(shield=True):  # leave no raw connection open behind the point, interrupted or not
+            await runner._close_streams()
+
+
+def _sent_at(rec: RequestRecord | None) -> float | None:
+    return None if rec is None else rec.sent
+
+
+def _output_tokens(rec: RequestRecord) -> int:
+    """The server's closing usage count when it sent one (a plain OpenAI server streams several tokens in a
+    chunk without per-chunk usage), else the tokens counted from the chunks."""
+    return rec.final_usage_tokens if rec.final_usage_tokens is not None else rec.output_tokens
+
+
+def _point_rows(
+    mr: MatrixRun, index: int, lc: LoadConfig, state: dict[str, Any], status: str | None, reason: str | None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The point's row and its request rows from what was sent; ``status`` None: judge the schedule."""
+    offsets: list[float] = state.get("offsets", [])
+    plan: SendPlan | None = state.get("plan")
+    records: dict[int, RequestRecord] = state.get("records", {})
+    ids: dict[int, str] = state.get("ids", {})
+    origin = plan.origin if plan is not None else None
+    reqs, sched_off, actual_off = [], [], []
+    ttft, ttft_sent, e2e = [], [], []
+    out_tokens, last_end, completed, failed, queued = 0, None, 0, 0, 0
+    for s in (plan.sent if plan is not None else []):
+        rec = records.get(s.index)
+        sent = _sent_at(rec)
+        if rec is None or sent is None:
+            continue
+        queued += s.queue_s > 0
+        sched_off.append(s.scheduled - plan.origin)  # type: ignore[union-attr]
+        actual_off.append(sent - plan.origin)  # type: ignore[union-attr]
+        ok = rec.outcome == "ok"
+        completed += ok
+        failed += not ok
+        out_tokens += _output_tokens(rec)
+        if rec.ended is not None:
+            last_end = rec.ended if last_end is None else max(last_end, rec.ended)
+        ft = rec.first_token
+        if ok and ft is not None:
+            ttft.append((ft - s.scheduled) * 1000)
+            ttft_sent.append((ft - sent) * 1000)
+        if ok and rec.ended is not None:
+            e2e.append((rec.ended - s.scheduled) * 1000)
+        ms = lambda a, b: None if a is None or b is None else round((a - b) * 1000, 3)  # noqa: E731
+        reqs.append({
+            "request_no": s.index, "request_id": ids.get(s.index), "scheduled": s.scheduled, "sent": sent if rec.written else None,
+            "first_token": ft, "ended": rec.ended, "lag_ms": ms(sent, s.scheduled), "queue_ms": round(s.queue_s * 1000, 3),
+            "ttft_ms": ms(ft, s.scheduled), "ttft_sent_ms": ms(ft, sent), "e2e_ms": ms(rec.ended, s.scheduled),
+            "e2e_sent_ms": ms(rec.ended, sent), "prompt_tokens": rec.prompt_tokens, "output_tokens": _output_tokens(rec),
+            "outcome": rec.outcome, "error": rec.error,
+        })  # fmt: skip
+    row: dict[str, Any] = {
+        "point": index, "label": point_label(mr.cfg, lc), "arrival": lc.arrival, "requested_rate": lc.rate, "duration_s": lc.duration_s,
+        "context_tokens": point_context(mr.cfg, lc), "max_output": lc.max_output, "max_in_flight": lc.max_in_flight,
+        "seed": state.get("seed"), "scheduled": len(offsets), "scheduled_rate": len(offsets) / lc.duration_s, "sent": len(actual_off),
+        "lag_bound_ms": lag_bound_ms(lc.rate), "queued": queued, "max_queue": plan.max_queue if plan else 0,
+        "completed": completed, "failed": failed, "output_tokens": out_tokens, "origin": origin,
+        "output_tps": out_tokens / (last_end - origin) if last_end is not None and origin is not None and last_end > origin else None,
+        "ttft_p50_ms": percentile(ttft, 0.5), "ttft_p99_ms": percentile(ttft, 0.99),
+        "ttft_sent_p50_ms": percentile(ttft_sent, 0.5), "ttft_sent_p99_ms": percentile(ttft_sent, 0.99),
+        "e2e_p50_ms": percentile(e2e, 0.5), "e2e_p99_ms": percentile(e2e, 0.99),
+    }  # fmt: skip
+    if actual_off:
+        check, judged, why = judge_point(parse_arrival(lc.arrival), lc.rate, lc.duration_s, sched_off, actual_off,
+                                         max_in_flight=lc.max_in_flight, queued=queued)  # fmt: skip
+        row.update(achieved_rate=check.achieved_rate, lag_p50_ms=check.lag_p50_ms, lag_p99_ms=check.lag_p99_ms,
+                   lag_max_ms=check.lag_max_ms, ks_d=check.ks_d, ks_p=check.ks_p)  # fmt: skip
+    else:
+        judged, why = "error", "no request was sent"
+    if status is None:
+        status, reason = judged, why
+        if failed and status == "valid":
+            first = next((r["error"] or r["outcome"] for r in reqs if r["outcome"] != "ok"), "")
+            status, reason = "error", f"{failed} of {len(reqs)} requests failed (first: {first})"
+    row.update(status=status, reason=reason)
+    return row, reqs
