@@ -41,6 +41,35 @@ TTFT_WAIT_MIN_S = 2.0
 
 
 @dataclass
+class _LiveCell:
+    """What a cell's phases share while it runs: its records, its streams' state and the reads taken."""
+
+    n: int
+    records: list[RequestRecord] = field(default_factory=list)
+    by_stream: list[list[RequestRecord]] = field(default_factory=list)
+    dead: set[int] = field(default_factory=set)  # streams that gave up (too many failures in a row)
+    closing: bool = False  # the window has closed: no stream starts another request
+    workers: int = 0  # worker processes (0: the streams run in this process)
+    pool: WorkerPool | None = None
+    ramp_ok: bool = True
+    steady: Any = None
+    window_start: float = 0.0
+    window_end: float = 0.0
+    ramp_monitor: ClientMonitor = field(default_factory=ClientMonitor)
+    monitor: ClientMonitor = field(default_factory=ClientMonitor)
+    gauge_samples: list[GaugeSample] = field(default_factory=list)
+    steady_samples: list[GaugeSample] = field(default_factory=list)  # the steady-state wait's reads: compared with the client's count too
+
+    def __post_init__(self) -> None:
+        self.by_stream = [[] for _ in range(self.n)]
+
+    def started(self, i: int) -> bool:
+        if self.pool is not None:
+            return i in self.pool.started
+        return any(r.first_token is not None for r in self.by_stream[i])
+
+
+@dataclass
 class CellRunner:
     """Runs decode cells against one ready engine."""
 
@@ -140,6 +169,7 @@ class CellRunner:
         return result
 
     async def _measure(self, context_tokens: int, prompts: list[Prompt]) -> CellResult:
+        """Warm the prompts, hold N streams through ramp, steady state and the window, then judge the cell."""
         n = len(prompts)
         started_at = time.time()
         self.last_warm_plan = None
@@ -151,12 +181,21 @@ class CellRunner:
         if warm_failures and len(warm_failures) == len(warm_records):
             return self._failed(context_tokens, n, started_at, warm_failures, "every warm-up request failed")
 
-        records: list[RequestRecord] = []
-        self.live_records = records  # the runner keeps these when the cell is cut short (signal, engine down)
-        by_stream: list[list[RequestRecord]] = [[] for _ in range(n)]
-        dead: set[int] = set()
-        closing = False  # the window has closed: no stream starts another request
+        live = _LiveCell(n)
+        self.live_records = live.records  # the runner keeps these when the cell is cut short (signal, engine down)
+        # Above matrix.client_workers_above streams the streams run in worker processes (docs/performance.md).
+        live.workers = worker_count(n, self.matrix.client_workers_above, self.matrix.client_workers)
+        if live.workers:
+            live.pool = WorkerPool(self._worker_spec(context_tokens, prompts), live.workers, live.records, self.on_tokens)
+        self._phase("metrics")
+        before = await self.gauges.read()
+        await self._hold_streams(live, context_tokens, prompts)
+        await self._close_streams()
+        return await self._conclude(live, context_tokens, prompts, started_at, before)
 
+    def _stream_worker(self, live: _LiveCell, context_tokens: int, prompts: list[Prompt]) -> Callable[[int], Any]:
+        """Stream i's closed loop in this process: send, restart when it ends, until the window closes."""
+        n = len(prompts)
         count_path = self._count_path()
 
         async def worker(i: int) -> None:
@@ -170,71 +209,66 @@ class CellRunner:
                                             on_tokens=self.on_tokens, count_path=count_path)  # fmt: skip
 
             def begin(rec: RequestRecord) -> None:
-                records.append(rec)
-                by_stream[i].append(rec)
+                live.records.append(rec)
+                live.by_stream[i].append(rec)
 
-            if not await run_stream(i, send, begin, lambda: not closing):
-                dead.add(i)
+            if not await run_stream(i, send, begin, lambda: not live.closing):
+                live.dead.add(i)
 
-        # Above matrix.client_workers_above streams the streams run in worker processes (docs/performance.md).
-        k = worker_count(n, self.matrix.client_workers_above, self.matrix.client_workers)
-        pool = WorkerPool(self._worker_spec(context_tokens, prompts), k, records, self.on_tokens) if k else None
+        return worker
 
-        def started(i: int) -> bool:
-            if pool is not None:
-                return i in pool.started
-            return any(r.first_token is not None for r in by_stream[i])
-
-        ramp_ok = True
-        self._phase("metrics")
-        before = await self.gauges.read()
-        ramp_monitor, monitor = ClientMonitor(), ClientMonitor()
-        gauge_samples: list[GaugeSample] = []
-        steady_samples: list[GaugeSample] = []  # the steady-state wait's reads: the client's count is compared with them too
-        steady = None
-
+    async def _hold_streams(self, live: _LiveCell, context_tokens: int, prompts: list[Prompt]) -> None:
+        """Start the N streams, wait for the ramp and steady state, measure the window, then stop them."""
+        n, pool = live.n, live.pool
         async with anyio.create_task_group() as tg:
             if pool is not None:
-                dead = pool.dead
+                live.dead = pool.dead
                 tg.start_soon(pool.run)
             else:
+                worker = self._stream_worker(live, context_tokens, prompts)
                 for i in range(n):
                     tg.start_soon(worker, i)
             self._phase("ramp", time.monotonic() + self.matrix.ramp_timeout_s)
             async with anyio.create_task_group() as ramp_watch:
                 if self.matrix.check_client:  # every TTFT at high N is measured in the ramp: the client is watched there too
-                    ramp_watch.start_soon(ramp_monitor.sample)
+                    ramp_watch.start_soon(live.ramp_monitor.sample)
                 with anyio.move_on_after(self.matrix.ramp_timeout_s) as ramp:
-                    while not all(started(i) for i in range(n)):
-                        if dead and len(dead) + sum(started(i) for i in range(n)) >= n:
+                    while not all(live.started(i) for i in range(n)):
+                        if live.dead and len(live.dead) + sum(live.started(i) for i in range(n)) >= n:
                             break
                         await anyio.sleep(0.005)
-                ramp_ok = not ramp.cancelled_caught and not dead
-                if ramp_ok:
+                live.ramp_ok = not ramp.cancelled_caught and not live.dead
+                if live.ramp_ok:
                     # Steady state: the engine itself runs all N and queues none (when it reports it).
                     self._phase("steady", time.monotonic() + self.matrix.steady_timeout_s)
-                    steady = await self.gauges.wait_steady(n, self.matrix.steady_timeout_s, steady_samples)
+                    live.steady = await self.gauges.wait_steady(n, self.matrix.steady_timeout_s, live.steady_samples)
                 ramp_watch.cancel_scope.cancel()
-            window_start = time.monotonic()
-            self._phase("measure", window_start + self.matrix.duration_s)
-            if ramp_ok:
+            live.window_start = time.monotonic()
+            self._phase("measure", live.window_start + self.matrix.duration_s)
+            if live.ramp_ok:
                 async with anyio.create_task_group() as watchers:
                     if self.matrix.check_client:
-                        watchers.start_soon(monitor.sample)
-                    watchers.start_soon(self.gauges.watch, gauge_samples)  # at most once a second (docs/performance.md)
+                        watchers.start_soon(live.monitor.sample)
+                    watchers.start_soon(self.gauges.watch, live.gauge_samples)  # at most once a second (docs/performance.md)
                     await anyio.sleep(self.matrix.duration_s)
                     watchers.cancel_scope.cancel()
-            window_end = time.monotonic()
+            live.window_end = time.monotonic()
             self._phase("drain")
-            if ramp_ok:  # the window's end edge, read before any stream stops (measure/batch.py)
-                await self.gauges.edge_read(gauge_samples)
-            closing = True
+            if live.ramp_ok:  # the window's end edge, read before any stream stops (measure/batch.py)
+                await self.gauges.edge_read(live.gauge_samples)
+            live.closing = True
             if pool is not None:  # the workers wait for their first tokens the same way, then hand over their records
-                await pool.stop(window_end, self._ttft_wait_bound(records) if ramp_ok else 0.0)
-            elif ramp_ok:
-                await self._await_first_tokens(records, window_end)
+                await pool.stop(live.window_end, self._ttft_wait_bound(live.records) if live.ramp_ok else 0.0)
+            elif live.ramp_ok:
+                await self._await_first_tokens(live.records, live.window_end)
             tg.cancel_scope.cancel()  # close every open stream: the server aborts them
-        await self._close_streams()
+
+    async def _conclude(
+        self, live: _LiveCell, context_tokens: int, prompts: list[Prompt], started_at: float, before: Any,
+    ) -> CellResult:
+        """The cell's numbers from its records, reconciled with the engine's counters, then judged."""
+        n, records, pool = live.n, live.records, live.pool
+        window_start, window_end = live.window_start, live.window_end
         # What the cell wrote into the KV cache after its prompts: each request's output, counted at max_output.
         answered = {r.stream_index for r in records if r.first_token is not None}
         self.warmth.sent(prompts, [False] * n, outputs=len(records) * self.matrix.max_output, answered=[i in answered for i in range(n)])
@@ -244,16 +278,17 @@ class CellRunner:
         def paired(reads: list[GaugeSample]) -> list[EngineSample]:
             return [EngineSample(s.t, s.gauges.running, s.gauges.waiting, counts.read(s.t, s.took_s)) for s in reads if s.gauges.running is not None]
 
-        samples, steady_reads = paired(gauge_samples), paired(steady_samples)
+        samples, steady_reads = paired(live.gauge_samples), paired(live.steady_samples)
 
         count = getattr(self.tokenizer, "count_output", None)
         # Tokenizer fallback first, so the numbers below are computed once, from the corrected counts.
         recounted = await recount_chunks(records, count, window_start, window_end) if count is not None else 0
-        result = self._result(context_tokens, n, started_at, records, window_start, window_end, ramp_ok, dead)
+        result = self._result(context_tokens, n, started_at, records, window_start, window_end, live.ramp_ok, live.dead)
         after = await self.gauges.read()
         after_at = time.monotonic()  # the counter was read by now: the engine stopped the closed streams before
         result.flags["tokens"] = await reconcile_tokens(n, records, before, after, recounted, count, after_at)
         result.flags["engine_counters"] = counter_deltas(self.traits.metrics, before, after)  # docs/metrics.md, engine statistics
+        steady = live.steady
         result.flags["steady_state"] = None if steady is None else {
             "reached": steady.reached, "engine_max_running": steady.achieved, "waited_s": round(steady.waited_s, 3),
             "engine_metrics": steady.metrics,
@@ -262,17 +297,17 @@ class CellRunner:
         if self.last_warm_plan is not None:
             result.flags["warmup_plan"] = self.last_warm_plan
         self._judge_admission(result, steady, samples, before, after, steady_reads)
-        batch = window_batch(gauge_samples, counts, window_start, window_end)
+        batch = window_batch(live.gauge_samples, counts, window_start, window_end)
         result.flags["batch"] = None if batch is None else batch.as_dict()
         result.flags["transport"] = self.transport.as_dict()
-        if self.matrix.check_client and ramp_ok:
+        if self.matrix.check_client and live.ramp_ok:
             verdict = client_verdict(
-                n, records, (window_start, window_end), window_load=worst([monitor.result(), *(pool.loads if pool else [])]),
-                ramp_load=ramp_monitor.result(), engine=gauge_samples, ttft_ms=result.ttft_ms, tbt_ms=result.tbt_ms,
-                ticks=[*ramp_monitor.ticks, *monitor.ticks, *(pool.ticks if pool else [])], batch=batch,
+                n, records, (window_start, window_end), window_load=worst([live.monitor.result(), *(pool.loads if pool else [])]),
+                ramp_load=live.ramp_monitor.result(), engine=live.gauge_samples, ttft_ms=result.ttft_ms, tbt_ms=result.tbt_ms,
+                ticks=[*live.ramp_monitor.ticks, *live.monitor.ticks, *(pool.ticks if pool else [])], batch=batch,
                 client_active=result.flags.get("client_active"),
             )
-            result.flags["client"] = {**verdict.as_dict(), "worker_processes": k}
+            result.flags["client"] = {**verdict.as_dict(), "worker_processes": live.workers}
             result.status, result.reason = settle_status(result.status, result.reason, verdict, result.flags.get("admission"))
         return result
 
