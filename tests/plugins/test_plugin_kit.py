@@ -12,6 +12,7 @@ import pytest
 from imxtest import ROOT, processes_mentioning
 
 from infermatrix.core.config import ConfigError
+from infermatrix.core.measure.stagger import first_max_tokens
 from infermatrix.core.registry import make_workload, validate_config
 from infermatrix.plugin import hookimpl
 from infermatrix.testing import plugin_manager, run_matrix, sim_server
@@ -116,8 +117,11 @@ def test_local_tokenizer_sizes_prompts_without_tokenize(tiny_model):
     assert {min(contexts, key=lambda c: abs(c - s)) for s in sizes} == set(contexts)  # both rows were sent
     probes = [p for p in result.prefill() if p["status"] == "valid"]
     assert probes and all(abs(p["prompt_tokens"] - 2048) <= 16 for p in probes)
-    # No usage calibration either: besides warm-ups and probes (max_tokens 1) the server saw only decode requests.
-    assert {r["max_tokens"] for r in truth["requests"]} <= {1, 32}
+    # No usage calibration either: besides warm-ups and probes (max_tokens 1) the server saw only decode requests:
+    # max_output, or a stream's staggered (shortened) first request (docs/metrics.md, "Staggered phases").
+    decode_lengths = {first_max_tokens(i, n, 32) for n in (1, 2) for i in range(n)}
+    assert decode_lengths == {24, 32}  # stagger is on by default: the 2-stream cells' first requests differ
+    assert {r["max_tokens"] for r in truth["requests"]} <= {1} | decode_lengths
 
 
 # -- matrix.workload ----------------------------------------------------------------------------------

@@ -122,7 +122,7 @@ def test_signal_while_waiting_for_readiness(tmp_path):
     cli = Cli("run", str(sim_config(tmp_path, profile)), "--db", str(db), cwd=tmp_path)
     cli.engine_port()  # the engine process exists: we are waiting for it to get ready
     cli.signal(signal.SIGTERM)
-    assert cli.wait(30) == 130
+    assert cli.wait(30) == 130, cli.stderr[-3000:]
     assert run_row(db)["status"] == "interrupted"
     assert_nothing_left(tmp_path, cli)
 

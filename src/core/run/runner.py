@@ -14,6 +14,7 @@ import signal
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.abc
 import httpx
 import pluggy
 from infermatrix import __version__
@@ -68,8 +69,11 @@ async def execute_run(
     engine: Engine | None = None
     clock = PhaseClock()  # the run's wall time by phase group, from here to the run's end (core/wallclock.py)
 
-    async def watch_signals() -> None:
+    async def watch_signals(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            # Started only once the receiver is installed: until then the CLI's handler turns a signal into a
+            # KeyboardInterrupt, which would land anywhere, e.g. inside the engine's launch (Popen), and fail the run.
+            task_status.started()
             async for signum in signals:
                 name = signal.Signals(signum).name
                 if sig.first is None:
@@ -134,7 +138,7 @@ async def execute_run(
     outcome: RunOutcome | None = None
     async with httpx.AsyncClient(transport=transport, timeout=timeout) as client:
         async with anyio.create_task_group() as outer:  # the signal watcher lives until the engine is down and the run saved
-            outer.start_soon(watch_signals)
+            await outer.start(watch_signals)
             try:
                 outcome = await body(client)
             except Exception as exc:  # raised below, not wrapped in the task group's ExceptionGroup
