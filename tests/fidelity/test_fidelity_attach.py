@@ -41,6 +41,14 @@ def attach_run(tmp_path_factory):
         server.stop()
 
 
+def test_attach_header_says_it_attached(attach_run):
+    """Nothing was launched: the run's header says it attached, and where, not that it started an engine."""
+    server, _, proc = attach_run
+    said = proc.stdout + proc.stderr
+    assert f"attaching to the sim engine at {server.base_url}" in said, said[:2000]
+    assert "starting sim engine" not in said
+
+
 def test_attach_run_matches_server_truth(attach_run):
     server, db, proc = attach_run
     truth = server.truth()

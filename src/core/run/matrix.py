@@ -93,7 +93,8 @@ class MatrixRun:
     async def start(self, todo_cells: list[tuple[int, int]]) -> None:
         """Launch (or reach) the engine, learn what it is and what it holds, and store that in the run's row."""
         cfg, m, engine, store = self.cfg, self.cfg.matrix, self.engine, self.store
-        self.console.print(f"[bold]infermatrix[/] run [cyan]{self.run_id}[/]: starting {engine.kind} engine" + (f" at {engine.base_url}" if engine.base_url else ""))
+        doing = f"attaching to the {engine.kind} engine at {engine.base_url}" if engine.attach else f"starting {engine.kind} engine"
+        self.console.print(f"[bold]infermatrix[/] run [cyan]{self.run_id}[/]: {doing}")
         detected = _detected(store, self.run_id, engine)
         if engine.detected is not None:  # engine.kind = "auto": what was found, or that nothing was
             note = escape(engine.detected["note"])
