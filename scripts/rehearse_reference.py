@@ -167,6 +167,9 @@ def collect(db: Path) -> tuple[dict[tuple[int, int], dict], dict[int, dict]]:
 
     con = duckdb.connect(str(db), read_only=True)
     try:
+        have = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if not {"cells", "prefill_list"} <= have:
+            raise ValueError(f"{db} holds no infermatrix results (no cells table or prefill_list view)")
         cells = {}
         for row in con.execute(
             "SELECT context_tokens, concurrency, status, total_tps, per_request_tps, ttft_ms, tbt_ms, avg_active, reason, "
@@ -301,7 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run {i}/{len(runs)}: exit {rc} in {time.monotonic() - t:.0f} s  {what or '(whole config)'}", flush=True)
         if rc != 0:
             failed.append((i, rc))
-    got_cells, got_prefill = collect(db) if db.exists() else ({}, {})
+    try:
+        got_cells, got_prefill = collect(db) if db.exists() else ({}, {})
+    except ValueError as exc:
+        print(f"rehearse_reference: {exc}", file=sys.stderr)
+        return 2
     rows = compare(ref, cells, prefill, got_cells, got_prefill, args.tolerance)
     for attempt in range(args.retries if not args.no_run else 0):
         # A cell the client couldn't keep up with (another process on the machine, a GC pause) says so:

@@ -159,3 +159,17 @@ def test_config_is_the_reference_matrix():
     assert m.contexts == ref.contexts and m.concurrency == ref.concurrency
     assert m.prefill_contexts == sorted(ref.prefill)
     assert (m.duration_s, m.max_output, m.prompt_mode) == (ref.duration_s, ref.max_output, "distinct")
+
+
+@needs_reference
+def test_no_run_on_a_database_without_results(tmp_path):
+    """`--no-run --db` on a DuckDB file that holds no run: one line and exit 2, not a traceback."""
+    import duckdb
+
+    db = tmp_path / "empty.duckdb"
+    duckdb.connect(str(db)).close()
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "rehearse_reference.py"), "--no-run", "--db", str(db)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == f"rehearse_reference: {db} holds no infermatrix results (no cells table or prefill_list view)"
