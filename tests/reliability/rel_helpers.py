@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ import duckdb
 import httpx
 import psutil
 from imxtest import processes_mentioning
+
+from infermatrix.testing import SimServer, free_port, launch_sim  # noqa: F401 (free_port: tests import it from here)
 
 ROOT = Path(__file__).parents[2]
 PY = sys.executable
@@ -182,46 +183,10 @@ def running_requests(port: int) -> float:
 
 # ---- sim servers the test owns (attach mode) -----------------------------------------------------
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Sim:
-    """``infermatrix sim serve`` as a process of its own, on ``port`` (a free one by default)."""
-
-    def __init__(self, profile: Path, log: Path, port: int | None = None, api_key: str | None = None):
-        self.port = port or free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        env = cli_env({"INFERMATRIX_SIM_API_KEY": api_key} if api_key else None)
-        self.proc = subprocess.Popen(
-            [PY, "-m", "infermatrix", "sim", "serve", "--profile", str(profile), "--port", str(self.port)],
-            stdout=log.open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT, env=env,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{self.base_url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"sim did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(10)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(5)
+def Sim(profile: Path, log: Path, port: int | None = None, api_key: str | None = None) -> SimServer:  # noqa: N802
+    """``infermatrix sim serve`` as a process of its own, on ``port`` (a free one by default), its log appended."""
+    env = cli_env({"INFERMATRIX_SIM_API_KEY": api_key} if api_key else None)
+    return launch_sim(profile, log, port=port, env=env, cwd=ROOT, append_log=True)
 
 
 # ---- what is left afterwards -----------------------------------------------------------------------

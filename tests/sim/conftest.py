@@ -27,7 +27,7 @@ def sim_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
                 path = root / f"profile-{len(servers)}.json"
                 path.write_text(json.dumps(profile))
                 ref = str(path)
-            servers[key] = Server(str(ref), root / f"server-{len(servers)}.log")
+            servers[key] = Server.start(str(ref), root / f"server-{len(servers)}.log")
         return servers[key]
 
     yield start

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -14,36 +10,21 @@ from typing import Any, Callable
 import httpx
 import orjson
 
+import infermatrix.testing as kit
+
 ROOT = Path(__file__).parents[2]
 
 
-def _free_port() -> int:
-    import socket
+class Server(kit.SimServer):
+    """A sim server with the request helpers the sim's own tests use (``Server.start(profile, log)``)."""
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    @classmethod
+    def start(cls, profile: str, log: Path) -> "Server":
+        return kit.launch_sim(profile, log, cwd=ROOT, cls=cls)
 
-
-class Server:
-    def __init__(self, profile: str, log: Path):
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        argv = [sys.executable, "-m", "infermatrix.plugins.sim.server", "--profile", profile, "--port", str(self.port)]
-        self.proc = subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, cwd=ROOT)  # fmt: skip
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"sim server did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.05)
+    @property
+    def url(self) -> str:
+        return self.base_url
 
     def get(self, path: str, **kw: Any) -> httpx.Response:
         return httpx.get(self.url + path, timeout=30, **kw)
@@ -51,22 +32,10 @@ class Server:
     def post(self, path: str, body: Any = None, **kw: Any) -> httpx.Response:
         return httpx.post(self.url + path, json=body, timeout=60, **kw)
 
-    def truth(self, since: float | None = None) -> dict[str, Any]:
-        return self.get("/debug/truth", params={"since": since} if since is not None else None).json()
-
     def request_truth(self, request_id: str) -> dict[str, Any]:
         found = [r for r in self.truth()["requests"] if r["request_id"] == request_id]
         assert len(found) == 1, f"{len(found)} truth records for {request_id}"
         return found[0]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
 
 
 def new_id() -> str:

@@ -122,7 +122,7 @@ def test_signal_ends_open_streams_and_exits_cleanly(tmp_path, sig):
 
     from simhelpers import Server
 
-    server = Server("tiny", tmp_path / "server.log")
+    server = Server.start("tiny", tmp_path / "server.log")
     try:
         body = {"prompt": "x", "max_tokens": 4000, "stream": True, "ignore_eos": True}
         with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=30) as r:
