@@ -6,13 +6,30 @@ config's ``[[load]]`` points. The other flags need ``--rate`` (one line says so 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
+
+import click
 
 from infermatrix.cli.common import number_option
 from infermatrix.core.config import ConfigError
 from infermatrix.core.measure.arrivals import parse_arrival
 
-__all__ = ["apply_load_flags", "parse_rates"]
+__all__ = ["LOAD_FLAGS", "apply_load_flags", "load_options", "parse_rates"]
+
+LOAD_FLAGS = ("--rate", "--arrival", "--load-duration", "--max-in-flight")
+
+
+def load_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--rate``, ``--arrival``, ``--load-duration`` and ``--max-in-flight`` (parameters ``rate``, ``arrival``,
+    ``load_duration``, ``max_in_flight``) to a command."""
+    for flag, metavar, help_text in reversed((
+        ("--rate", "R,...", "open-loop points after the matrix, requests/s each, e.g. 2,4,8 (docs/load.md)"),
+        ("--arrival", "PROCESS", "with --rate: poisson (default), constant or gamma:K"),
+        ("--load-duration", "SECONDS", "with --rate: seconds of arrivals per point (default 30)"),
+        ("--max-in-flight", "N", "with --rate: cap on requests in flight; the rest queue (counted as lag)"),
+    )):  # fmt: skip
+        f = click.option(flag, default=None, metavar=metavar, help=help_text)(f)
+    return f
 
 
 def parse_rates(text: str) -> list[float]:

@@ -12,6 +12,7 @@ from rich.console import Console
 from infermatrix.cli.common import (
     DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, OneLineErrors, fail, list_option, number_option, open_store,
 )
+from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options
 from infermatrix.cli.results_cmds import print_report
 from infermatrix.cli.slo_opts import attach_slos, parse_slo_flags, slo_options
 from infermatrix.core.config import ConfigError, apply_overrides, load_config
@@ -21,7 +22,7 @@ from infermatrix.core.plugins import get_plugin_manager
 
 # Flags that only make sense for a new run: with --resume the stored config is the run's definition.
 _NEW_RUN_FLAGS = ("--engine", "--base-url", "--model", "--contexts", "--prefill-contexts", "--concurrency",
-                  "--duration", "--max-output", "--api", "--api-key-env", "--api-key-file", "--no-loop-detection")  # fmt: skip
+                  "--duration", "--max-output", "--api", "--api-key-env", "--api-key-file", "--no-loop-detection", *LOAD_FLAGS)  # fmt: skip
 
 
 @click.command(cls=OneLineErrors)
@@ -46,9 +47,11 @@ _NEW_RUN_FLAGS = ("--engine", "--base-url", "--model", "--contexts", "--prefill-
 @click.option("--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key")
 @click.option("--api-key-file", default=None, metavar="PATH", help="file holding the API key")
 @click.option("--no-loop-detection", is_flag=True, default=False, help="don't check outputs for loops (loops.enabled = false)")
+@load_options
 @slo_options
 def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_url, model, contexts, prefill_contexts,
-        concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection, slo_texts, gpu_hour_price) -> None:
+        concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection, rate, arrival, load_duration,
+        max_in_flight, slo_texts, gpu_hour_price) -> None:
     """Run a benchmark matrix from CONFIG_FILE (TOML), or against --base-url."""
     pm = get_plugin_manager()
     try:
@@ -56,7 +59,8 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
         if resume_id:
             given = [flag for flag, value in zip(_NEW_RUN_FLAGS, (
                 engine_kind, base_url, model, contexts, prefill_contexts, concurrency, duration, max_output, api,
-                api_key_env, api_key_file, no_loop_detection or None)) if value is not None]  # fmt: skip
+                api_key_env, api_key_file, no_loop_detection or None, rate, arrival, load_duration, max_in_flight))
+                if value is not None]  # fmt: skip
             if given:
                 raise ConfigError(f"{given[0]}: not with --resume (the run's stored config is used; change a field with --set KEY=VALUE)")
             if config_file:
@@ -97,6 +101,7 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
             loops = data.setdefault("loops", {})
             if isinstance(loops, dict):
                 loops["enabled"] = False
+        apply_load_flags(data, rate, arrival, load_duration, max_in_flight)
         data = apply_overrides(data, list(overrides))
         cfg = validate_config(pm, data, source)
         _preflight(cfg)

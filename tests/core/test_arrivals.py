@@ -35,7 +35,9 @@ def test_parse_arrival():
 
 
 def test_constant_schedule_is_exact():
-    assert schedule(Arrival("constant"), 4.0, 2.0, seed=1) == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75])
+    # R·duration requests, the last at the end (the docstring's count; a half-open interval sent 7)
+    assert schedule(Arrival("constant"), 4.0, 2.0, seed=1) == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0])
+    assert len(schedule(Arrival("constant"), 3.0, 10.0, seed=1)) == 30  # 1/3 s gaps: rounding does not lose the last
 
 
 def test_schedule_is_seeded_and_has_the_requested_mean_rate():

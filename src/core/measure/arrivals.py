@@ -74,10 +74,11 @@ def _gap_sampler(arrival: Arrival, rate: float, rng: random.Random) -> Callable[
 
 
 def schedule(arrival: Arrival, rate: float, duration_s: float, seed: int) -> list[float]:
-    """Send offsets (seconds from the point's start) in [0, duration_s), drawn from ``seed``.
+    """Send offsets (seconds from the point's start) in (0, duration_s], drawn from ``seed``.
 
     The first request goes at its first drawn gap, not at 0: a stationary process has no arrival pinned
-    to the start, and a constant process then sends at 1/R, 2/R, … (R·duration requests in all).
+    to the start, and a constant process then sends at 1/R, 2/R, …, duration (R·duration requests in all,
+    the last one at the end: with a half-open [0, duration) it would be one short whenever R·duration is whole).
     """
     if rate <= 0 or duration_s <= 0:
         raise ValueError(f"rate and duration must be positive (got rate {rate}, duration {duration_s})")
@@ -85,7 +86,7 @@ def schedule(arrival: Arrival, rate: float, duration_s: float, seed: int) -> lis
     gap = _gap_sampler(arrival, rate, rng)
     out: list[float] = []
     t = gap()
-    while t < duration_s:
+    while t <= duration_s * (1 + 1e-12):  # a whole number of constant gaps lands on the end despite rounding
         out.append(t)
         t += gap()
     return out
