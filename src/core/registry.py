@@ -24,7 +24,7 @@ from infermatrix.core.engine.contract import Engine
 
 __all__ = [
     "PluginError", "EngineEntry", "engine_registry", "build_engine", "engine_config_classes", "run_config_model", "validate_config",
-    "workload_plugins", "choose_workload", "make_workload", "workload_name",
+    "workload_plugins", "choose_workload", "make_workload", "workload_name", "check_workload_options",
 ]
 
 
@@ -142,7 +142,7 @@ def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str 
     try:
         name = workload_name(cfg.matrix, cfg.workload)
         if workload_plugins(pm) or name is not None:  # none at all is said when a run needs one
-            choose_workload(pm, name)
+            check_workload_options(pm, choose_workload(pm, name), cfg.matrix, cfg.workload)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     return cfg
@@ -183,6 +183,19 @@ def choose_workload(pm: pluggy.PluginManager, name: str | None) -> str:
         listed = " and ".join(repr(n) for n in names)
         raise ConfigError(f"workloads {listed} are both registered; choose one with matrix.workload = NAME")
     return names[0]
+
+
+def check_workload_options(pm: pluggy.PluginManager, name: str, matrix: MatrixConfig, options: dict[str, Any] | None) -> None:
+    """The ``[workload]`` table checked before the run exists: by the plugin module's ``check_options(matrix,
+    options)`` when it has one; parameters for a workload whose hook takes none are an error."""
+    params = {k: v for k, v in (options or {}).items() if k != "name"}
+    check = getattr(pm.get_plugin(name), "check_options", None)
+    if callable(check):
+        check(matrix, params)
+        return
+    impl = next(i for i in pm.hook.make_workload.get_hookimpls() if i.plugin_name == name)
+    if params and "options" not in impl.argnames:
+        raise ConfigError(f"workload.{next(iter(params))}: the workload {name!r} takes no [workload] parameters")
 
 
 def make_workload(pm: pluggy.PluginManager, config: MatrixConfig, tokenizer: Any, options: dict[str, Any] | None = None) -> Any:

@@ -25,7 +25,7 @@ from infermatrix.plugin import ConfigError, MatrixConfig, Prompt, Strict, Tokeni
 from infermatrix.plugins.shared_prefix import Lengths, check_lengths, draw_length, parse_options
 from infermatrix.plugins.workload import PromptBuilder
 
-__all__ = ["MultiTurnOptions", "MultiTurnWorkload", "make_workload", "WORKLOAD_OPT_IN"]
+__all__ = ["MultiTurnOptions", "MultiTurnWorkload", "make_workload", "check_options", "WORKLOAD_OPT_IN"]
 
 WORKLOAD_OPT_IN = True  # runs only when named: matrix.workload = "multi-turn" (core/registry.py)
 
@@ -77,8 +77,7 @@ class MultiTurnWorkload:
     name = "multi-turn"
 
     def __init__(self, config: MatrixConfig, tokenizer: Tokenizer, options: MultiTurnOptions) -> None:
-        if config.api != "chat":
-            raise ConfigError('workload multi-turn: needs matrix.api = "chat" (a conversation is a list of messages)')
+        check_options(config, {})
         self.config, self.tokenizer, self.options = config, tokenizer, options
         self.base = PromptBuilder(config.seed, config.prompt_mode, tokenizer)
         self.nonce = secrets.token_hex(4)  # the conversations are new to the engine, even on a rerun
@@ -99,6 +98,13 @@ class MultiTurnWorkload:
                      for t in range(o.turns)]  # fmt: skip
             out.append(_Conversation(c, texts, o.output_tokens, o.think_s))
         return out
+
+
+def check_options(config: MatrixConfig, options: dict) -> None:
+    """The ``[workload]`` table and the API checked when the config is (core/registry.py): one line."""
+    if config.api != "chat":
+        raise ConfigError('workload multi-turn: needs matrix.api = "chat" (a conversation is a list of messages)')
+    parse_options(options, MultiTurnOptions, "multi-turn")
 
 
 @hookimpl

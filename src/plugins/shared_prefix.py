@@ -24,7 +24,7 @@ from pydantic import Field, ValidationError, field_validator
 from infermatrix.plugin import ConfigError, MatrixConfig, Prompt, Strict, Tokenizer, WorkloadRequest, hookimpl
 from infermatrix.plugins.workload import WORDS, PromptBuilder
 
-__all__ = ["SharedPrefixOptions", "SharedPrefixWorkload", "make_workload", "WORKLOAD_OPT_IN", "Lengths", "draw_length"]
+__all__ = ["SharedPrefixOptions", "SharedPrefixWorkload", "make_workload", "check_options", "WORKLOAD_OPT_IN", "Lengths", "draw_length"]
 
 WORKLOAD_OPT_IN = True  # runs only when named: matrix.workload = "shared-prefix" (core/registry.py)
 
@@ -157,6 +157,11 @@ class SharedPrefixWorkload:
             shared = p.tokens - await self.tokenizer.count(question)
             prompts.append((p.text, p.tokens, max(0, shared)))
         return _Group(g, prompts)
+
+
+def check_options(config: MatrixConfig, options: dict) -> None:
+    """The ``[workload]`` table checked when the config is (core/registry.py): one line naming the field."""
+    parse_options(options, SharedPrefixOptions, "shared-prefix")
 
 
 @hookimpl
