@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 import secrets
+from typing import TypeVar
 from dataclasses import dataclass
 
 from pydantic import Field, ValidationError, field_validator
@@ -29,6 +30,7 @@ __all__ = ["SharedPrefixOptions", "SharedPrefixWorkload", "make_workload", "chec
 WORKLOAD_OPT_IN = True  # runs only when named: matrix.workload = "shared-prefix" (core/registry.py)
 
 Lengths = int | tuple[int, int]
+_Options = TypeVar("_Options", bound=Strict)
 
 
 def draw_length(spec: Lengths, rng: random.Random) -> int:
@@ -65,7 +67,7 @@ class SharedPrefixOptions(Strict):
         return check_lengths(v, getattr(info, "field_name", "length"))
 
 
-def parse_options(options: dict | None, cls: type[Strict], name: str) -> Strict:
+def parse_options(options: dict | None, cls: type[_Options], name: str) -> _Options:
     """The ``[workload]`` table validated, or one line naming the field."""
     try:
         return cls.model_validate(options or {})

@@ -194,6 +194,10 @@ def _request_row(s: _Sent, block: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) else None
+
+
 def _rows(mr: MatrixRun, state: _Pass, status: str, reason: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The pass's row (implied reuse beside the engine's counters) and its request rows."""
     block, source = _block(mr)
@@ -204,12 +208,12 @@ def _rows(mr: MatrixRun, state: _Pass, status: str, reason: str | None) -> tuple
     failed = sum(r["outcome"] != "ok" for r in reqs)
     deltas = counter_deltas(mr.engine.traits.metrics, state.before, state.after) if state.after is not None else {
         "prefix_cache_note": "the pass did not finish"}  # fmt: skip
-    queries, hits = deltas.get("prefix_cache_queries"), deltas.get("prefix_cache_hits")
+    queries, hits = _number(deltas.get("prefix_cache_queries")), _number(deltas.get("prefix_cache_hits"))
     if status == "valid" and failed:
         first = next((r["error"] or r["outcome"] for r in reqs if r["outcome"] != "ok"), "")
         status, reason = "error", f"{failed} of {len(reqs)} requests failed (first: {first})"
     describe = getattr(mr.workload, "describe", None)
-    row = {
+    row: dict[str, Any] = {
         "workload": getattr(mr.workload, "name", "workload"), "params": describe() if callable(describe) else None,
         "block_tokens": block, "block_source": source, "sessions": state.sessions,
         "concurrency": getattr(mr.workload, "concurrency", None), "requests": len(reqs), "failed": failed,
