@@ -7,7 +7,8 @@ later one finds the system prompt in the engine's prefix cache. Matrix cells, pr
 of the same run get the built-in workload's prompts (``prompt``), as without this workload.
 
 The shared part of a prompt is counted as the server counts it: ``count(system + question) −
-count(question)`` (both through the run's tokenizer, so a chat template's tokens and a BOS cancel out). The
+count(question)`` (both through the run's tokenizer, so a chat template's tokens and a BOS cancel out), and
+never more than ``count(system)`` alone (a tokenizer that glues the break to the next word). The
 system prompt ends in a paragraph break and the question starts with a word, so the boundary falls between
 tokens in common tokenizers; a template's head tokens before the system text are shared too but not
 counted (an undercount of a few tokens, documented).
@@ -152,11 +153,14 @@ class SharedPrefixWorkload:
         system = await self.base.prompt(system_len, f"system/g{g}/{self.nonce}", distinct=True)
         prefix = system.text + "\n\n"  # a paragraph break: the question starts a token of its own
         builder = _QuestionBuilder(self.config.seed, self.tokenizer, prefix)
+        # The system prompt with its break, counted alone: the shared part can't be longer (a tokenizer that
+        # glues the break to the question's first word shares one token less than the difference below says).
+        alone = await self.tokenizer.count(prefix)
         prompts = []
         for m, q in enumerate(questions):
             p = await builder.prompt(system.tokens + q, str(m))
             question = p.text[len(prefix):]
-            shared = p.tokens - await self.tokenizer.count(question)
+            shared = min(alone, p.tokens - await self.tokenizer.count(question))
             prompts.append((p.text, p.tokens, max(0, shared)))
         return _Group(g, prompts)
 
