@@ -65,7 +65,9 @@ def test_shared_prefix_reuse_matches_the_sims_prefix_cache() -> None:
         assert seen["cached_tokens"] == q["expected_cached_tokens"], q
         assert (q["expected_cached_tokens"] == 0) == (q["member"] == 0)  # the first of each group is cold
     # Prompts are exactly system + question tokens; groups' prompts share the system prompt's tokens.
-    assert {q["shared_tokens"] for q in reqs if q["member"]} == {702}  # 700 + the paragraph break
+    # 700 + the paragraph break, capped at the system prompt counted alone, where the sim's tokenizer takes a
+    # trailing "\n\n" as one token (inside the prompt it is two): one token under, never over.
+    assert {q["shared_tokens"] for q in reqs if q["member"]} == {701}
     assert all(q["prompt_tokens"] - 700 in range(30, 91) for q in reqs)
     assert "Workload shared-prefix" in _report(r.db) and "engine prefix-cache hit rate" in _report(r.db)
 
@@ -73,7 +75,7 @@ def test_shared_prefix_reuse_matches_the_sims_prefix_cache() -> None:
 @pytest.mark.slow
 def test_multi_turn_carries_the_real_reply_and_ttft_grows_with_context() -> None:
     # Prefill cost per cached token: a longer history takes longer to first token even when cached.
-    with sim_server("tiny", prefill_tps=50000.0, prefill_cached_tps=8000.0) as sim:
+    with sim_server("tiny", prefill_tps=50000.0, prefill_cached_tps=2000.0) as sim:
         r = run_matrix({"kind": "sim", "base_url": sim.base_url}, matrix={"contexts": [], "workload": "multi-turn", "api": "chat"},
                        config={"workload": {"conversations": 2, "turns": 4, "user_tokens": 120, "output_tokens": 80,
                                             "think_s": 0.01, "concurrency": 1}})  # fmt: skip
@@ -99,7 +101,7 @@ def test_multi_turn_carries_the_real_reply_and_ttft_grows_with_context() -> None
     contexts = [t["context_tokens"] for t in turns]
     ttfts = [t["ttft_mean_ms"] for t in turns]
     assert contexts == sorted(contexts) and len(set(contexts)) == 4
-    assert ttfts == sorted(ttfts), ttfts  # ~25 ms more per turn in the model, far above loopback jitter
+    assert ttfts == sorted(ttfts), ttfts  # ~100 ms more per turn in the model, far above loopback jitter
     (reuse,) = r.query("SELECT * FROM prefix_reuse")
     assert abs(reuse["engine_hit_rate"] - reuse["implied_reuse"]) <= 0.02
     bands = r.query("SELECT * FROM ttft_by_cached_fraction ORDER BY band")
