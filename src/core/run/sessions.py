@@ -83,7 +83,7 @@ async def run_sessions(mr: MatrixRun, retry_errors: bool = False) -> None:
     with RunProgress(mr.console, 1) as progress:
         mr.phase = Phase(progress.on_phase, mr.clock)
         mr.runner.on_tokens, mr.runner.on_phase = progress.on_tokens, mr.phase
-        label = f"workload {name}"
+        label = str(name)
         progress.cell(label)
         await mr.ensure_up()
         started_at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
