@@ -27,6 +27,7 @@ ORDER = {
     "histogram_percentiles": "run_id, context_tokens, concurrency, metric, percentile",
     "slo_limits": "run_id, slo, metric, percentile", "run_costs": "run_id",
     "points": "run_id, point", "point_requests": "run_id, point, request_no",
+    "workload_passes": "run_id", "workload_requests": "run_id, request_no",
 }
 
 
