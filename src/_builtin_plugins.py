@@ -6,6 +6,8 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "sim": "infermatrix.plugins.sim.plugin",
     "openai": "infermatrix.plugins.openai_engine",
     "workload": "infermatrix.plugins.workload",
+    "shared-prefix": "infermatrix.plugins.shared_prefix",
+    "multi-turn": "infermatrix.plugins.multi_turn",
     "loops": "infermatrix.plugins.loops",
     "vllm": "infermatrix.plugins.vllm.plugin",
     "sglang": "infermatrix.plugins.sglang.plugin",

@@ -36,7 +36,7 @@ from infermatrix.core.engine.traits import (
     MetricNames,
     TokenizeAPI,
 )
-from infermatrix.core.types import Capacity, EngineInfo, LoopFinding, Prompt, Tokenizer, Workload
+from infermatrix.core.types import Capacity, EngineInfo, LoopFinding, Prompt, Session, Tokenizer, Workload, WorkloadRequest
 
 __all__ = [
     "hookimpl",
@@ -70,6 +70,8 @@ __all__ = [
     "EngineInfo",
     "Tokenizer",
     "Workload",
+    "WorkloadRequest",
+    "Session",
     "Prompt",
     "LoopFinding",
     "LoopConfig",

@@ -173,7 +173,7 @@ class MatrixConfig(Strict):
     def _check(self) -> MatrixConfig:
         if any(n <= 0 for n in self.concurrency):
             raise ValueError("concurrency levels must be positive integers")
-        if not self.contexts and not self.prefill_contexts:
+        if not self.contexts and not self.prefill_contexts and self.workload is None:  # a named workload may bring its own traffic
             raise ValueError("nothing to measure: contexts and prefill_contexts are both empty")
         return self
 
@@ -237,6 +237,7 @@ class RunConfig(Protocol):
     hardware: dict[str, Any]
     load: list[LoadConfig]
     slo: dict[str, Any] | None
+    workload: dict[str, Any]  # the [workload] table: the chosen workload's parameters
 
     def model_dump(self, *, mode: str = "python") -> dict[str, Any]: ...
 

@@ -56,12 +56,18 @@ def estimate_capacity(config: EngineConfig, info: EngineInfo, metrics_text: str 
 
 
 @hookspec(firstresult=True)
-def make_workload(config: MatrixConfig, tokenizer: Tokenizer) -> Workload | None:
+def make_workload(config: MatrixConfig, tokenizer: Tokenizer, options: dict) -> Workload | None:
     """Return the prompt builder for this run. When more than one plugin implements it, ``matrix.workload``
-    names the one a run uses (two without a choice is a config error naming both).
+    names the one a run uses (two without a choice is a config error naming both; a plugin module that sets
+    ``WORKLOAD_OPT_IN = True`` is never chosen unless named).
+
+    A workload with traffic of its own (shared-prefix, multi-turn) also has ``async def sessions()`` returning
+    ``Session`` objects; the runner sends them after the matrix and the load points (docs/workloads.md).
 
     :param config: the validated ``[matrix]`` table (seed, prompt mode).
     :param tokenizer: counts tokens the way the server does.
+    :param options: the ``[workload]`` table (the chosen workload's parameters; may be empty). An
+        implementation may leave this argument out of its signature.
     """
 
 

@@ -24,7 +24,7 @@ from infermatrix.core.engine.contract import Engine
 
 __all__ = [
     "PluginError", "EngineEntry", "engine_registry", "build_engine", "engine_config_classes", "run_config_model", "validate_config",
-    "workload_plugins", "choose_workload", "make_workload",
+    "workload_plugins", "choose_workload", "make_workload", "workload_name", "check_workload_options",
 ]
 
 
@@ -111,6 +111,8 @@ def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
         # [slo]: limits the run is judged by (infermatrix.core.slo.slo_from_table; docs/slo.md)
         slo=(dict[str, Any] | None, None),
         load=(list[LoadConfig], Field(default_factory=list)),
+        # [workload]: the chosen workload's parameters (each workload plugin validates its own; docs/workloads.md)
+        workload=(dict[str, Any], Field(default_factory=dict)),
     )
 
 
@@ -138,8 +140,9 @@ def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str 
     except ValidationError as exc:
         raise ConfigError(_format_error(exc, source, set(engine_config_classes(pm)))) from None
     try:
-        if workload_plugins(pm) or cfg.matrix.workload is not None:  # none at all is said when a run needs one
-            choose_workload(pm, cfg.matrix.workload)
+        name = workload_name(cfg.matrix, cfg.workload)
+        if workload_plugins(pm) or name is not None:  # none at all is said when a run needs one
+            check_workload_options(pm, choose_workload(pm, name), cfg.matrix, cfg.workload)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     return cfg
@@ -150,14 +153,30 @@ def workload_plugins(pm: pluggy.PluginManager) -> list[str]:
     return [impl.plugin_name for impl in reversed(pm.hook.make_workload.get_hookimpls())]
 
 
+def workload_name(matrix: MatrixConfig, options: dict[str, Any] | None) -> str | None:
+    """The workload a config names: ``matrix.workload``, else ``[workload] name``; both and different is an error."""
+    table = (options or {}).get("name")
+    if table is not None and not isinstance(table, str):
+        raise ConfigError("workload.name: must be a workload plugin's name")
+    if matrix.workload is not None and table is not None and table != matrix.workload:
+        raise ConfigError(f"matrix.workload = {matrix.workload!r} and workload.name = {table!r} disagree; name one")
+    return matrix.workload or table
+
+
+def _opt_in(pm: pluggy.PluginManager, name: str) -> bool:
+    """A workload plugin module with ``WORKLOAD_OPT_IN = True`` runs only when named (shared-prefix, multi-turn)."""
+    return bool(getattr(pm.get_plugin(name), "WORKLOAD_OPT_IN", False))
+
+
 def choose_workload(pm: pluggy.PluginManager, name: str | None) -> str:
-    """The workload plugin a run uses: ``matrix.workload``, else the only one registered. Two or more
-    without a choice is an error naming them (a third-party workload never replaces the built-in silently)."""
-    names = workload_plugins(pm)
+    """The workload plugin a run uses: ``matrix.workload``, else the only one registered that is not opt-in. Two
+    or more without a choice is an error naming them (a third-party workload never replaces the built-in silently)."""
+    every = workload_plugins(pm)
     if name is not None:
-        if name not in names:
-            raise ConfigError(f"matrix.workload: no workload plugin {name!r} (registered: {', '.join(names) or 'none'})")
+        if name not in every:
+            raise ConfigError(f"matrix.workload: no workload plugin {name!r} (registered: {', '.join(every) or 'none'})")
         return name
+    names = [n for n in every if not _opt_in(pm, n)]
     if not names:
         raise ConfigError("no plugin implements make_workload: the run has no prompt builder")
     if len(names) > 1:
@@ -166,11 +185,28 @@ def choose_workload(pm: pluggy.PluginManager, name: str | None) -> str:
     return names[0]
 
 
-def make_workload(pm: pluggy.PluginManager, config: MatrixConfig, tokenizer: Any) -> Any:
-    """The prompt builder of the chosen workload plugin (``choose_workload``)."""
-    name = choose_workload(pm, config.workload)
+def check_workload_options(pm: pluggy.PluginManager, name: str, matrix: MatrixConfig, options: dict[str, Any] | None) -> None:
+    """The ``[workload]`` table checked before the run exists: by the plugin module's ``check_options(matrix,
+    options)`` when it has one; parameters for a workload whose hook takes none are an error."""
+    params = {k: v for k, v in (options or {}).items() if k != "name"}
+    check = getattr(pm.get_plugin(name), "check_options", None)
+    if callable(check):
+        check(matrix, params)
+        return
     impl = next(i for i in pm.hook.make_workload.get_hookimpls() if i.plugin_name == name)
-    workload = impl.function(config=config, tokenizer=tokenizer)
+    if params and "options" not in impl.argnames:
+        raise ConfigError(f"workload.{next(iter(params))}: the workload {name!r} takes no [workload] parameters")
+
+
+def make_workload(pm: pluggy.PluginManager, config: MatrixConfig, tokenizer: Any, options: dict[str, Any] | None = None) -> Any:
+    """The prompt builder of the chosen workload plugin (``choose_workload``); ``options`` is the ``[workload]`` table."""
+    name = choose_workload(pm, workload_name(config, options))
+    impl = next(i for i in pm.hook.make_workload.get_hookimpls() if i.plugin_name == name)
+    params = {k: v for k, v in (options or {}).items() if k != "name"}
+    kwargs: dict[str, Any] = {"config": config, "tokenizer": tokenizer}
+    if "options" in impl.argnames:  # the hook's third argument is newer than some plugins
+        kwargs["options"] = params
+    workload = impl.function(**kwargs)
     if workload is None:
         raise ConfigError(f"matrix.workload: plugin {name!r} built no workload for this matrix")
     return workload

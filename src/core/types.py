@@ -11,6 +11,8 @@ __all__ = [
     "Prompt",
     "Tokenizer",
     "Workload",
+    "WorkloadRequest",
+    "Session",
     "LoopFinding",
     "RequestRecord",
     "OUTCOMES",
@@ -69,6 +71,32 @@ class Workload(Protocol):
 
     async def prompt(self, context_tokens: int, key: str, *, distinct: bool | None = None) -> Prompt:
         """``distinct=True`` forces a prompt of its own even in shared mode (cold prefill probes)."""
+        ...
+
+
+@dataclass
+class WorkloadRequest:
+    """One request of a workload's own traffic (a shared-prefix group's prompt, a conversation's turn).
+
+    ``prompt`` (completions) or ``messages`` (chat) is sent as is. ``shared_tokens``: how many of its prompt
+    tokens (as the server counts them) an earlier request of the same pass sent token for token: the reuse
+    the workload implies (docs/workloads.md, "Prefix reuse"). ``labels`` name it in the store (``group``,
+    ``member``, ``conversation``, ``turn``)."""
+
+    max_tokens: int
+    prompt: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    shared_tokens: int = 0
+    think_s: float = 0.0  # wait before sending it (after the session's previous reply)
+    labels: dict[str, int] = field(default_factory=dict)
+
+
+class Session(Protocol):
+    """A workload's sequence of requests, each sent after the previous one ended (a group, a conversation)."""
+
+    async def next(self, reply: str | None, prompt_tokens: int | None) -> WorkloadRequest | None:
+        """The next request, given the previous one's streamed reply text and its server-counted prompt
+        tokens (both ``None`` before the first, or when it failed); ``None`` ends the session."""
         ...
 
 

@@ -17,6 +17,7 @@ from infermatrix.core.importer import import_page
 from infermatrix.core.store import Store, StoreError
 from infermatrix.core.store.parquet import MANIFEST, export_runs, import_runs
 from infermatrix.core.store.points import save_point
+from infermatrix.core.store.workload_store import save_workload_pass
 from infermatrix.core.store.store import RUN_TABLES
 
 ORDER = {
@@ -27,6 +28,7 @@ ORDER = {
     "histogram_percentiles": "run_id, context_tokens, concurrency, metric, percentile",
     "slo_limits": "run_id, slo, metric, percentile", "run_costs": "run_id",
     "points": "run_id, point", "point_requests": "run_id, point, request_no",
+    "workload_passes": "run_id", "workload_requests": "run_id, request_no",
 }
 
 
@@ -43,6 +45,9 @@ def source_file(tmp_path_factory):
         a, _, _ = fill_run(s, seed=1)
         save_point(s, a, {"point": 0, "arrival": "poisson", "requested_rate": 2.0, "status": "valid", "lag_p99_ms": 3.5},
                    [{"request_no": i, "request_id": f"r{i}", "scheduled": float(i), "sent": i + 0.001} for i in range(3)])  # fmt: skip
+        save_workload_pass(s, a, {"workload": "multi-turn", "status": "valid", "params": {"turns": 2}, "implied_reuse": 0.4},
+                           [{"request_no": t, "conversation": 0, "turn": t + 1, "ttft_ms": 5.0 + t, "outcome": "ok", "reply": "a b",
+                             "messages": [{"role": "user", "content": "x"}] * (t + 1)} for t in range(2)])  # fmt: skip
         b, _, _ = fill_run(s, {"engine": "sglang"}, scale=1.3, seed=2, other=False)
         ref = import_page(s, Path(__file__).parent / "data" / "vllm-h200x4-qwen3.8-flash-next.txt").run_id
     return path, [a, b, ref]
@@ -71,7 +76,7 @@ def test_round_trip_keeps_every_row(source, tmp_path):
         for table in RUN_TABLES:
             assert rows(dest, table, ids) == rows(src, table, ids), table
             assert manifest["rows"][table] == len(rows(src, table, ids))
-        for view in ("decode_matrix", "prefill_list", "latency_percentiles", "engine_comparison", "load_points"):
+        for view in ("decode_matrix", "prefill_list", "latency_percentiles", "engine_comparison", "load_points", "prefix_reuse", "turns"):
             q = f"SELECT * FROM {view} ORDER BY ALL"
             assert dest.query(q)[1] == src.query(q)[1], view
         assert all(dest.get_run(i)["imported_at"] is not None for i in ids)

@@ -10,6 +10,7 @@ import pytest
 
 from infermatrix.plugin import MatrixConfig
 from infermatrix.plugins.workload import PromptBuilder, tolerance
+from infermatrix.core.registry import make_workload
 from infermatrix.testing import plugin_manager
 
 pytestmark = pytest.mark.anyio
@@ -198,7 +199,8 @@ def test_tolerance_rule() -> None:
 async def test_hook_returns_builder() -> None:
     pm = plugin_manager()  # the public testing kit: a fresh manager with the built-ins
     config = MatrixConfig(seed=9, prompt_mode="shared")
-    workload = pm.hook.make_workload(config=config, tokenizer=WordTokenizer())
+    # Through the registry, as a run asks: the opt-in built-ins (shared-prefix, multi-turn) implement the hook too.
+    workload = make_workload(pm, config, WordTokenizer())
     assert isinstance(workload, PromptBuilder)
     assert (workload.seed, workload.prompt_mode) == (9, "shared")
     p = await workload.prompt(256, "s0")

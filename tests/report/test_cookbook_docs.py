@@ -19,6 +19,7 @@ from infermatrix.core.measure.histograms import percentile
 from infermatrix.core.slo import parse_slo
 from infermatrix.core.store import Store
 from infermatrix.core.store.slo_store import save_gpu_hour_price, save_slos
+from infermatrix.core.store.workload_store import save_workload_pass
 from report_expect import REFERENCE_PAGE
 
 pytestmark = pytest.mark.slow  # builds a database of several runs once (over a second of CPU)
@@ -71,8 +72,36 @@ def cookbook_db(tmp_path_factory):
     save_slos(store, b, [parse_slo(Q11_SLO)])
     for rid, price in PRICES.items():
         save_gpu_hour_price(store, a if rid == "a" else b, price)
+    # Questions 13 and 14: a multi-turn workload pass on run a (core/store/workload_store.py).
+    save_workload_pass(store, a, WORKLOAD_PASS, WORKLOAD_REQUESTS)
     yield store, truth, result.run_id
     store.close()
+
+
+# Two conversations of three turns: 100, 300, 500 prompt tokens; TTFT 10, 20, 40 ms; cached what the turn before sent.
+WORKLOAD_REQUESTS = [
+    {"request_no": 3 * c + t, "session": c, "conversation": c, "turn": t + 1, "prompt_tokens": 100 + 200 * t,
+     "shared_tokens": 200 * t - 100 if t else 0, "expected_cached_tokens": (200 * t - 100) // 16 * 16 if t else 0,
+     "expected_cached_fraction": ((200 * t - 100) // 16 * 16 if t else 0) / (100 + 200 * t), "ttft_ms": 10.0 * 2**t,
+     "first_token": 1.0, "output_tokens": 50, "outcome": "ok"}
+    for c in range(2) for t in range(3)
+]  # fmt: skip
+WORKLOAD_PASS = {"workload": "multi-turn", "status": "valid", "requests": 6, "failed": 0, "block_tokens": 16, "prompt_tokens": 1800,
+                 "expected_cached_tokens": 800, "implied_reuse": 800 / 1800, "engine_queries": 1800.0, "engine_hits": 800.0,
+                 "engine_hit_rate": 800 / 1800}  # fmt: skip
+
+
+def test_q13_implied_reuse_beside_the_engine(cookbook_db):
+    store, _, _ = cookbook_db
+    (row,) = run(store, 13)
+    assert (row["workload"], row["implied"], row["engine"], row["difference"]) == ("multi-turn", 0.444, 0.444, 0.0)
+
+
+def test_q14_ttft_turn_by_turn(cookbook_db):
+    store, _, _ = cookbook_db
+    rows = run(store, 14)
+    assert [(r["turn"], r["context_tokens"], r["ttft_p50_ms"], r["vs_turn_1"]) for r in rows] == [
+        (1, 100, 10.0, 1.0), (2, 300, 20.0, 2.0), (3, 500, 40.0, 4.0)]
 
 
 def run(store, number: int) -> list[dict]:
@@ -84,8 +113,8 @@ def valid(truth):
     return {rid: {k: v for k, v in cells.items() if v["status"] == "valid"} for rid, cells in truth.items()}
 
 
-def test_the_cookbook_has_twelve_questions():
-    assert sorted(QUESTIONS) == list(range(1, 13))
+def test_the_cookbook_has_fourteen_questions():
+    assert sorted(QUESTIONS) == list(range(1, 15))
 
 
 @pytest.mark.parametrize("number", sorted(QUESTIONS))

@@ -26,6 +26,7 @@ from infermatrix.core.report.fmt import (  # re-exported: renderers and the CLI 
     status_label,
 )
 from infermatrix.core.report.openloop import load_point_rows
+from infermatrix.core.report.workload_report import WorkloadReport, load_workload_report
 from infermatrix.core.report.slo_report import SloReport, load_slo_report
 from infermatrix.core.store import Store, StoreError
 
@@ -58,6 +59,7 @@ class ReportData:
     details: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
     points: list[dict[str, Any]] = field(default_factory=list)  # open-loop points (load_points view), in point order
     slo: SloReport = field(default_factory=SloReport)  # SLO, capacity, frontier, engine statistics (docs/slo.md)
+    workload: WorkloadReport = field(default_factory=WorkloadReport)  # a workload's own pass (docs/workloads.md)
 
     @property
     def run_id(self) -> str:
@@ -142,4 +144,5 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
         details={(d["context_tokens"], d["concurrency"]): d for d in details},
         points=load_point_rows(store, run_id),
         slo=load_slo_report(store, [run_id]),
+        workload=load_workload_report(store, run_id),
     )

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from infermatrix.core.report.data import ReportData, load_report
 from infermatrix.core.report.openloop import render_points
+from infermatrix.core.report.workload_report import render_workload
 from infermatrix.core.report.slo_report import slo_tables
 from infermatrix.core.report.layout import (
     LONG_COLUMNS,
@@ -176,7 +177,8 @@ def render_data(d: ReportData, console: Console) -> None:
     slo_sections(console, slo_tables(d.slo))
     _long_table(console, d)
     render_points(console, d.points, STATUS_STYLES)
-    if not (d.prefill or d.decode or d.points):
+    render_workload(console, d.workload, STATUS_STYLES)
+    if not (d.prefill or d.decode or d.points or d.workload.reuse):
         console.print()
         console.print(Text("No measurements saved for this run yet.", style="yellow"))
 

@@ -109,7 +109,7 @@ class MatrixRun:
         info, _metrics_text, capacity, tokenizer = await start_up(engine, self.client, self.transport, self.console, self._describe, self.clock)
         self.capacity = capacity
         self.max_model_len = info.max_model_len or cfg.engine.max_model_len
-        self.workload = make_workload(self.pm, m, tokenizer)
+        self.workload = make_workload(self.pm, m, tokenizer, getattr(cfg, "workload", None))
         store.update_run(
             self.run_id, engine=info.engine, engine_version=info.version, model=info.model, hardware={**info.hardware, **cfg.hardware},
             launch_command=info.launch_command, max_model_len=self.max_model_len, kv_tokens=capacity.kv_tokens,

@@ -22,12 +22,14 @@ from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.engine.contract import Engine, EngineError, probe_reachable
 from infermatrix.core.engine.detect import AUTO_KIND, Detection, detect_engine, resolve_auto
 from infermatrix.core.redact import redact_text
-from infermatrix.core.registry import build_engine
+from infermatrix.core.registry import build_engine, workload_name
 from infermatrix.core.store import Store
 from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport
 from infermatrix.core.run.matrix import MatrixRun
 from infermatrix.core.run.points import pending_points, run_points
+from infermatrix.core.run.sessions import run_sessions
+from infermatrix.core.store.workload_store import pass_done
 from infermatrix.core.wallclock import PhaseClock, add_totals
 from rich.console import Console
 
@@ -105,6 +107,7 @@ async def execute_run(
                 matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells)
                 await matrix_run.run(todo)
                 await run_points(matrix_run, pending_points(store, run_id, cfg, retry_errors))  # open-loop points, after the matrix
+                await run_sessions(matrix_run, retry_errors)  # a workload's own traffic (shared-prefix, multi-turn), last
             outcome.status = "interrupted" if work.cancelled_caught else "completed"
         except EngineError as exc:
             outcome.status, outcome.error = "failed", engine.redact(str(exc)) if engine else str(exc)
@@ -174,7 +177,8 @@ async def _open_run(
             _, errs = store.query("SELECT context_tokens FROM prefill WHERE run_id = ? AND status = 'error'", [run_id])
             done_prefill -= {int(r[0]) for r in errs}
         todo = ([c for c in m.prefill_contexts if c not in done_prefill], [c for c in cells if c not in done])
-        if not todo[0] and not todo[1] and not pending_points(store, run_id, cfg, retry_errors):
+        pass_pending = workload_name(m, cfg.workload) is not None and not pass_done(store, run_id, retry_errors)
+        if not todo[0] and not todo[1] and not pending_points(store, run_id, cfg, retry_errors) and not pass_pending:
             if (store.get_run(run_id) or {}).get("status") != "completed":
                 store.finish_run(run_id, "completed")
             return run_id, None, None

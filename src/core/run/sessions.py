@@ -1,0 +1,225 @@
+"""A workload's own traffic (shared-prefix groups, multi-turn conversations), run after the matrix and the
+load points on the same engine, and saved as one pass (core/store/workload_store.py; docs/workloads.md).
+
+The workload hands over sessions (``Workload.sessions()``); each session's requests go one after the other
+(the next built from the previous reply), up to ``concurrency`` sessions side by side. Around the pass the
+engine's prefix-cache counters are read, so the reuse the workload implies (each request's ``shared_tokens``
+floored to whole KV blocks) stands beside what the engine says it found, over the same span.
+
+Errors and interrupts as a load point's: an engine lost inside the pass saves it as ``error`` with what was
+sent and brings the engine back; an interrupt saves it as ``interrupted`` (resume runs it again).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from infermatrix.core.engine.watch import EngineDown, StepFailed, guarded
+from infermatrix.core.measure.client import endpoint_path, request_body, stream_request
+from infermatrix.core.measure.engine_stats import counter_deltas
+from infermatrix.core.run.matrix import MatrixRun
+from infermatrix.core.run.progress import RunProgress
+from infermatrix.core.run.steps import Phase
+from infermatrix.core.store.workload_store import pass_done, save_workload_pass
+from infermatrix.core.types import RequestRecord, WorkloadRequest
+
+__all__ = ["has_sessions", "run_sessions", "expected_cached", "DEFAULT_BLOCK_TOKENS"]
+
+DEFAULT_BLOCK_TOKENS = 16  # vLLM's default KV block, when neither the engine nor [workload] says
+
+
+def has_sessions(workload: Any) -> bool:
+    return callable(getattr(workload, "sessions", None))
+
+
+def expected_cached(shared_tokens: int, prompt_tokens: int | None, block: int) -> int:
+    """Tokens a prefix cache with ``block``-token blocks can serve: the shared tokens in whole blocks, and never
+    the block holding the last prompt token (it is computed for the first output token's logits)."""
+    whole = shared_tokens // block * block
+    if prompt_tokens is None:
+        return whole
+    return max(0, min(whole, (prompt_tokens - 1) // block * block))
+
+
+@dataclass
+class _Sent:
+    request_no: int
+    session: int
+    req: WorkloadRequest
+    rec: RequestRecord
+    request_id: str
+
+
+@dataclass
+class _Pass:
+    sent: list[_Sent] = field(default_factory=list)
+    sessions: int = 0
+    span_start: float | None = None
+    span_end: float | None = None
+    before: Any = None
+    after: Any = None
+
+
+def _block(mr: MatrixRun) -> tuple[int, str]:
+    own = getattr(mr.workload, "block_tokens", None)
+    if own:
+        return int(own), "config"
+    engine = (mr.capacity.detail or {}).get("block_size") if getattr(mr, "capacity", None) is not None else None
+    if isinstance(engine, int) and engine > 0:
+        return engine, "engine"
+    return DEFAULT_BLOCK_TOKENS, "default"
+
+
+async def run_sessions(mr: MatrixRun, retry_errors: bool = False) -> None:
+    """The workload's pass, when it has one and it is not saved yet."""
+    if not has_sessions(mr.workload) or pass_done(mr.store, mr.run_id, retry_errors):
+        return
+    name = getattr(mr.workload, "name", "workload")
+    with RunProgress(mr.console, 1) as progress:
+        mr.phase = Phase(progress.on_phase, mr.clock)
+        mr.runner.on_tokens, mr.runner.on_phase = progress.on_tokens, mr.phase
+        label = str(name)
+        progress.cell(label)
+        await mr.ensure_up()
+        started_at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        state = _Pass()
+        status, reason, recover = "valid", None, False
+        try:
+            await guarded(mr.engine, mr.client, mr.transport, lambda: _send_pass(mr, state))
+        except EngineDown as down:
+            (reason, _), status, recover = await mr.went_down(down.why), "error", True
+        except StepFailed as exc:
+            status, reason = "error", f"failed in {mr.phase.now}: {exc.why}"
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                row, reqs = _rows(mr, state, "interrupted", "run interrupted during the workload pass (resume runs it again)")
+                save_workload_pass(mr.store, mr.run_id, {**row, "started_at": started_at, "finished_at": _now()}, reqs)
+            raise
+        row, reqs = _rows(mr, state, status, reason)
+        row.update(started_at=started_at, finished_at=_now())
+        if row.get("reason"):
+            row["reason"] = mr.engine.redact(row["reason"])
+        mr.phase("save")
+        save_workload_pass(mr.store, mr.run_id, row, reqs)
+        mr.cells[row["status"]] = mr.cells.get(row["status"], 0) + 1
+        detail = row["reason"] or _detail(row)
+        progress.finished(label, row["status"], detail)
+    if recover:
+        await mr.recover()
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def _detail(row: dict[str, Any]) -> str:
+    implied = row.get("implied_reuse")
+    text = f"{row['requests']} requests, implied reuse {implied:.1%}" if implied is not None else f"{row['requests']} requests"
+    if row.get("engine_hit_rate") is not None:
+        text += f", engine hit rate {row['engine_hit_rate']:.1%}"
+    return text
+
+
+async def _send_pass(mr: MatrixRun, state: _Pass) -> None:
+    """Build the sessions, read the counters, run the sessions, read the counters again."""
+    runner, phase = mr.runner, mr.phase
+    phase("prompts")
+    sessions = await mr.workload.sessions()
+    state.sessions = len(sessions)
+    limit = anyio.Semaphore(max(1, int(getattr(mr.workload, "concurrency", None) or len(sessions) or 1)))
+    phase("metrics")
+    state.before = await runner.gauges.read()
+    state.span_start = time.monotonic()
+    phase("measure")
+
+    async def one_session(index: int, session: Any) -> None:
+        async with limit:
+            reply: str | None = None
+            prompt_tokens: int | None = None
+            while (req := await session.next(reply, prompt_tokens)) is not None:
+                if req.think_s > 0:
+                    await anyio.sleep(req.think_s)
+                rec = await _send(mr, state, index, req)
+                ok = rec.outcome == "ok"
+                reply, prompt_tokens = (rec.text if ok else None), (rec.prompt_tokens if ok else None)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i, s in enumerate(sessions):
+                tg.start_soon(one_session, i, s)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await runner._close_streams()
+    state.span_end = time.monotonic()
+    phase("metrics")
+    state.after = await runner.gauges.read()
+
+
+async def _send(mr: MatrixRun, state: _Pass, session: int, req: WorkloadRequest) -> RequestRecord:
+    runner, m = mr.runner, mr.cfg.matrix
+    api = "chat" if req.messages is not None else "completions"
+    body = request_body(api, runner.model, req.prompt or "", req.max_tokens, ignore_eos=m.ignore_eos, traits=runner.traits)
+    body["temperature"] = m.temperature
+    if req.messages is not None:
+        body["messages"] = req.messages
+    no = len(state.sent)
+    rid = f"{runner.id_prefix}-wl-{session}-r{no}"
+    rec = RequestRecord(stream_index=session, seq=no, sent=time.monotonic())
+    state.sent.append(_Sent(no, session, req, rec, rid))
+    return await stream_request(runner.streams, runner.base_url + endpoint_path(api), body, rec, headers=runner._headers(rid),
+                                on_tokens=runner.on_tokens, count_path=runner._count_path())  # fmt: skip
+
+
+def _request_row(s: _Sent, block: int) -> dict[str, Any]:
+    rec, req = s.rec, s.req
+    ms = lambda a, b: None if a is None or b is None else round((a - b) * 1000, 3)  # noqa: E731
+    expected = expected_cached(req.shared_tokens, rec.prompt_tokens, block)
+    labels = req.labels
+    return {
+        "request_no": s.request_no, "session": s.session, "grp": labels.get("group"), "member": labels.get("member"),
+        "conversation": labels.get("conversation"), "turn": labels.get("turn"), "request_id": s.request_id,
+        "sent": rec.sent if rec.written else None, "first_token": rec.first_token, "ended": rec.ended,
+        "ttft_ms": ms(rec.first_token, rec.sent), "e2e_ms": ms(rec.ended, rec.sent), "prompt_tokens": rec.prompt_tokens,
+        "shared_tokens": req.shared_tokens, "expected_cached_tokens": expected,
+        "expected_cached_fraction": expected / rec.prompt_tokens if rec.prompt_tokens else None,
+        "output_tokens": rec.final_usage_tokens if rec.final_usage_tokens is not None else rec.output_tokens,
+        "outcome": rec.outcome, "error": rec.error,
+        "reply": rec.text if "conversation" in labels else None,
+        "messages": req.messages if req.messages is not None and len(req.messages) > 1 else None,
+    }  # fmt: skip
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def _rows(mr: MatrixRun, state: _Pass, status: str, reason: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The pass's row (implied reuse beside the engine's counters) and its request rows."""
+    block, source = _block(mr)
+    reqs = [_request_row(s, block) for s in state.sent]
+    prefilled = [r for r in reqs if r["first_token"] is not None and r["prompt_tokens"]]
+    prompt = sum(r["prompt_tokens"] for r in prefilled)
+    expected = sum(r["expected_cached_tokens"] for r in prefilled)
+    failed = sum(r["outcome"] != "ok" for r in reqs)
+    deltas = counter_deltas(mr.engine.traits.metrics, state.before, state.after) if state.after is not None else {
+        "prefix_cache_note": "the pass did not finish"}  # fmt: skip
+    queries, hits = _number(deltas.get("prefix_cache_queries")), _number(deltas.get("prefix_cache_hits"))
+    if status == "valid" and failed:
+        first = next((r["error"] or r["outcome"] for r in reqs if r["outcome"] != "ok"), "")
+        status, reason = "error", f"{failed} of {len(reqs)} requests failed (first: {first})"
+    describe = getattr(mr.workload, "describe", None)
+    row: dict[str, Any] = {
+        "workload": getattr(mr.workload, "name", "workload"), "params": describe() if callable(describe) else None,
+        "block_tokens": block, "block_source": source, "sessions": state.sessions,
+        "concurrency": getattr(mr.workload, "concurrency", None), "requests": len(reqs), "failed": failed,
+        "prompt_tokens": prompt, "expected_cached_tokens": expected, "implied_reuse": expected / prompt if prompt else None,
+        "engine_queries": queries, "engine_hits": hits, "engine_hit_rate": hits / queries if queries and hits is not None else None,
+        "engine_note": deltas.get("prefix_cache_note"), "span_start": state.span_start, "span_end": state.span_end,
+        "status": status, "reason": reason,
+    }  # fmt: skip
+    return row, reqs
