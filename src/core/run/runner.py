@@ -28,6 +28,7 @@ from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport
 from infermatrix.core.run.matrix import MatrixRun
 from infermatrix.core.run.points import pending_points, run_points
+from infermatrix.core.run.search import run_search, search_pending
 from infermatrix.core.wallclock import PhaseClock, add_totals
 from rich.console import Console
 
@@ -105,6 +106,7 @@ async def execute_run(
                 matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells)
                 await matrix_run.run(todo)
                 await run_points(matrix_run, pending_points(store, run_id, cfg, retry_errors))  # open-loop points, after the matrix
+                await run_search(matrix_run, retry_errors)  # the SLO search ([search]), last
             outcome.status = "interrupted" if work.cancelled_caught else "completed"
         except EngineError as exc:
             outcome.status, outcome.error = "failed", engine.redact(str(exc)) if engine else str(exc)
@@ -174,7 +176,8 @@ async def _open_run(
             _, errs = store.query("SELECT context_tokens FROM prefill WHERE run_id = ? AND status = 'error'", [run_id])
             done_prefill -= {int(r[0]) for r in errs}
         todo = ([c for c in m.prefill_contexts if c not in done_prefill], [c for c in cells if c not in done])
-        if not todo[0] and not todo[1] and not pending_points(store, run_id, cfg, retry_errors):
+        pending = pending_points(store, run_id, cfg, retry_errors) or search_pending(store, run_id, cfg, retry_errors)
+        if not todo[0] and not todo[1] and not pending:
             if (store.get_run(run_id) or {}).get("status") != "completed":
                 store.finish_run(run_id, "completed")
             return run_id, None, None
