@@ -55,8 +55,8 @@ def _search_table(slo: str, over: str, context: int | None, start: str | None, r
               help="rate: open-loop points (requests/s); concurrency: closed-loop decode cells")
 @click.option("--context", default=None, help="prompt tokens of every probe, e.g. 1K (default: the config's first matrix context)")
 @click.option("--start", default=None, metavar="X", help="the first load probed (default: concurrency 1; rate: what one stream achieves, measured)")
-@click.option("--resolution", default=None, metavar="R", help="stop when highest pass and lowest fail are within R: 10%% (relative) or 0.5 (absolute); "
-              "default 10%% for rate, 1 for concurrency")
+@click.option("--resolution", default=None, metavar="R", help="stop when highest pass and lowest fail are within R: 10% (relative) or 0.5 (absolute); "
+              "default 10% for rate, 1 for concurrency")
 @click.option("--max", "max_load", default=None, metavar="X", help="the highest load probed")
 @click.option("--arrival", default=None, help="rate probes: poisson (default), constant or gamma:K")
 @click.option("--load-duration", "probe_duration", default=None, metavar="SECONDS", help="rate probes: seconds of arrivals per probe (default: matrix.duration_s)")
