@@ -26,6 +26,7 @@ __all__ = [
     "ValidityConfig",
     "StoreConfig",
     "LoadConfig",
+    "SearchConfig",
     "ConfigError",
     "load_config",
     "apply_overrides",
@@ -221,6 +222,42 @@ class LoadConfig(Strict):
         return None if v is None else parse_context(v)
 
 
+class SearchConfig(Strict):
+    """``[search]`` (or ``infermatrix search``): the highest load that meets an SLO (docs/load.md, "Search")."""
+
+    slo: str = Field(..., description="the SLO every probe is judged by: KEY=VALUE limits or a preset (docs/slo.md)")
+    over: Literal["rate", "concurrency"] = Field("rate", description="rate: open-loop points; concurrency: decode cells")
+    context: int | None = Field(None, description="prompt tokens of every probe (8K labels work); default: the first matrix context")
+    start: float | None = Field(None, gt=0, description="the first load probed; default: rate — the request rate one "
+                                "closed-loop stream achieves (a measured N = 1 cell); concurrency — 1")  # fmt: skip
+    resolution: str | None = Field(None, description="how narrow the answer's interval must be: absolute (0.5) or relative "
+                                   "to the highest passing load (10%); default 10% for rate, 1 for concurrency")  # fmt: skip
+    max: float | None = Field(None, gt=0, description="the highest load probed (doubling stops there)")
+    arrival: str = Field("poisson", description="rate probes: poisson, constant or gamma:K")
+    duration_s: float | None = Field(None, gt=0, description="rate probes: the span each probe's arrivals are drawn over; default matrix.duration_s")
+    max_in_flight: int | None = Field(None, gt=0, description="rate probes: cap on requests in flight (docs/load.md)")
+
+    @field_validator("arrival")
+    @classmethod
+    def _arrival(cls, v: str) -> str:
+        from infermatrix.core.measure.arrivals import parse_arrival
+
+        return str(parse_arrival(v))
+
+    @field_validator("context", mode="before")
+    @classmethod
+    def _context(cls, v: Any) -> Any:
+        return None if v is None else parse_context(v)
+
+    @model_validator(mode="after")
+    def _check(self) -> SearchConfig:
+        # The SLO and the resolution are parsed by core/slo (which imports this module): checked before the run
+        # starts, by check_search (core/run/search.py), so a mistake is still one line.
+        if self.over == "concurrency" and self.start is not None and self.start != int(self.start):
+            raise ValueError(f"start = {self.start:g}: a concurrency search starts at a whole number of requests")
+        return self
+
+
 class StoreConfig(Strict):
     db: str = "infermatrix.duckdb"
 
@@ -238,6 +275,7 @@ class RunConfig(Protocol):
     load: list[LoadConfig]
     slo: dict[str, Any] | None
     workload: dict[str, Any]  # the [workload] table: the chosen workload's parameters
+    search: SearchConfig | None
 
     def model_dump(self, *, mode: str = "python") -> dict[str, Any]: ...
 

@@ -17,7 +17,7 @@ import pluggy
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from infermatrix.core.config import (
-    AUTO_KIND, AutoEngineConfig, ConfigError, EngineConfig, LoadConfig, LoopConfig, MatrixConfig, RunConfig, StoreConfig, Strict,
+    AUTO_KIND, AutoEngineConfig, ConfigError, EngineConfig, LoadConfig, SearchConfig, LoopConfig, MatrixConfig, RunConfig, StoreConfig, Strict,
     ValidityConfig,
 )
 from infermatrix.core.engine.contract import Engine
@@ -113,6 +113,8 @@ def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
         load=(list[LoadConfig], Field(default_factory=list)),
         # [workload]: the chosen workload's parameters (each workload plugin validates its own; docs/workloads.md)
         workload=(dict[str, Any], Field(default_factory=dict)),
+        # [search]: the highest load that meets an SLO (infermatrix search; docs/load.md)
+        search=(SearchConfig | None, None),
     )
 
 

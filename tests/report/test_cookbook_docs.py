@@ -18,6 +18,7 @@ from infermatrix.core.importer import import_page
 from infermatrix.core.measure.histograms import percentile
 from infermatrix.core.slo import parse_slo
 from infermatrix.core.store import Store
+from infermatrix.core.store.slo_search import save_probe, save_search
 from infermatrix.core.store.slo_store import save_gpu_hour_price, save_slos
 from infermatrix.core.store.workload_store import save_workload_pass
 from report_expect import REFERENCE_PAGE
@@ -29,7 +30,8 @@ QUESTION = re.compile(r"^## (\d+)\. (.+?)$(.*?)(?=^## |\Z)", re.M | re.S)
 SQL = re.compile(r"```sql\n(.*?)```", re.S)
 METRICS = ("total_tps", "per_request_tps", "ttft_ms", "tbt_ms")
 Q11_SLO = "ttft_p99_ms=2000,tpot_p99_ms=50"
-PRICES = {"a": 3.0, "b": 2.0}  # $/GPU-hour of the two measured runs (the imported page has none)
+PRICES = {"a": 3.0, "b": 2.0}
+SEARCHES = {"a": (3.0, 3.25), "b": (5.5, 6.0)}  # (highest pass, lowest fail) of each measured run's search  # $/GPU-hour of the two measured runs (the imported page has none)
 
 
 def questions() -> dict[int, tuple[str, str]]:
@@ -74,6 +76,13 @@ def cookbook_db(tmp_path_factory):
         save_gpu_hour_price(store, a if rid == "a" else b, price)
     # Questions 13 and 14: a multi-turn workload pass on run a (core/store/workload_store.py).
     save_workload_pass(store, a, WORKLOAD_PASS, WORKLOAD_REQUESTS)
+    # Question 15: an SLO search's answer and probes, as `infermatrix search` stores them.
+    for rid, (lo, hi) in SEARCHES.items():
+        run_id = a if rid == "a" else b
+        save_search(store, run_id, {"slo": Q11_SLO, "over": "rate", "context_tokens": 8192, "start": 1.0, "resolution": "10%",
+                                    "highest_pass": lo, "lowest_fail": hi, "status": "found"})  # fmt: skip
+        for i, (load, ok) in enumerate([(1.0, True), (2.0, True), (4.0, lo >= 4.0), (lo, True), (hi, False)]):
+            save_probe(store, run_id, {"probe": i, "load": load, "status": "valid", "meets": ok, "verdict": "pass" if ok else "fail"})
     yield store, truth, result.run_id
     store.close()
 
@@ -113,8 +122,8 @@ def valid(truth):
     return {rid: {k: v for k, v in cells.items() if v["status"] == "valid"} for rid, cells in truth.items()}
 
 
-def test_the_cookbook_has_fourteen_questions():
-    assert sorted(QUESTIONS) == list(range(1, 15))
+def test_the_cookbook_has_fifteen_questions():
+    assert sorted(QUESTIONS) == list(range(1, 16))
 
 
 @pytest.mark.parametrize("number", sorted(QUESTIONS))
@@ -233,3 +242,9 @@ def test_q12_cheapest_cell_per_context_at_50_tps_per_user(cookbook_db):
                 best[ctx] = min(best.get(ctx, (math.inf, "", 0)), (usd, rid, n))
     got = {r["context_label"]: (r["usd_per_mtok"], r["run_id"], r["concurrency"]) for r in run(store, 12)}
     assert got == {format_context(ctx): (round(u, 4), rid, n) for ctx, (u, rid, n) in best.items()}
+
+
+def test_q15_the_slo_search_answer_per_run(cookbook_db):
+    store, _, _ = cookbook_db
+    got = run(store, 15)
+    assert [(r["highest_pass"], r["lowest_fail"], r["probes"], r["status"]) for r in got] == [(5.5, 6.0, 5, "found"), (3.0, 3.25, 5, "found")]

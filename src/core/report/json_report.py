@@ -34,7 +34,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
 
     ``run`` is the runs row (JSON columns as objects); ``prefill`` rows are prefill_list rows,
     ``decode`` rows are decode_matrix rows plus ``reason``, ``latency`` rows latency_percentiles rows;
-    ``slo`` holds the rows of slo_cells, slo_capacity, frontier and cell_engine_stats (docs/slo.md).
+    ``slo`` holds the rows of slo_cells, slo_capacity, frontier and cell_engine_stats (docs/slo.md), and of slo_search
+    and slo_search_probes (``search``, ``search_probes``; docs/load.md).
     """
     decode = []
     for r in d.decode:
@@ -48,7 +49,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
         "prefill": _plain(d.prefill),
         "decode": _plain(decode),
         "latency": _plain(d.latency),
-        "slo": _plain({"cells": d.slo.cells, "capacity": d.slo.capacity, "frontier": d.slo.frontier, "engine_stats": d.slo.engine_stats}),
+        "slo": _plain({"cells": d.slo.cells, "capacity": d.slo.capacity, "frontier": d.slo.frontier, "engine_stats": d.slo.engine_stats,
+                      "search": d.slo.search, "search_probes": d.slo.search_probes}),
     }
 
 

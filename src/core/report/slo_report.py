@@ -36,6 +36,8 @@ class SloReport:
     engine_stats: list[dict[str, Any]] = field(default_factory=list)
     tpot_bounds: dict[str, float] = field(default_factory=dict)  # SLO -> tightest per-token bound (ms)
     gpus: dict[str, dict[str, Any]] = field(default_factory=dict)  # run -> run_gpus row
+    search: list[dict[str, Any]] = field(default_factory=list)  # slo_search rows (docs/load.md, "Search")
+    search_probes: list[dict[str, Any]] = field(default_factory=list)  # slo_search_probes rows, in probe order
 
     @property
     def slos(self) -> list[str]:
@@ -60,6 +62,9 @@ def load_slo_report(store: Store, run_ids: list[str]) -> SloReport:
         frontier=_rows(store, f"SELECT * FROM frontier {where} ORDER BY context_tokens, run_id, concurrency", [ids]),
         gpus={r["run_id"]: r for r in _rows(store, f"SELECT * FROM run_gpus {where}", [ids])},
     )
+    if "slo_search" in tables:
+        out.search = _rows(store, f"SELECT * FROM slo_search {where} ORDER BY run_id", [ids])
+        out.search_probes = _rows(store, f"SELECT * FROM slo_search_probes {where} ORDER BY run_id, probe", [ids])
     if "cell_engine_stats" in tables:
         out.engine_stats = _rows(store, f"SELECT * FROM cell_engine_stats {where} ORDER BY run_id, context_tokens, concurrency", [ids])
     _, bounds = store.query(
@@ -155,8 +160,48 @@ def _engine_table(r: SloReport, many_runs: bool) -> SloTable | None:
     )  # fmt: skip
 
 
+def _load(v: float | None, over: str) -> str:
+    if v is None:
+        return DASH
+    return f"{v:g}/s" if over == "rate" else f"N = {v:g}"
+
+
+def _search_tables(r: SloReport, many_runs: bool) -> list[SloTable]:
+    """The SLO search: its answer, then its probes in order (docs/load.md, "Search")."""
+    if not r.search:
+        return []
+    rows = []
+    for s in r.search:
+        rows.append([*([s["run_id"]] if many_runs else []), s["slo"], s["over"], s["context_label"], _load(s["highest_pass"], s["over"]),
+                     _load(s["lowest_fail"], s["over"]), s["resolution"] or DASH, str(s["probes"]), s["status"]])  # fmt: skip
+    notes = "; ".join(f"{s['run_id'] + ': ' if many_runs else ''}{s['reason']}" for s in r.search if s.get("reason"))
+    starts = "; ".join(f"start {_load(s['start'], s['over'])} ({s['start_source']})" for s in r.search if s.get("start") is not None)
+    answer = SloTable(
+        "SLO search", "the highest load that met the SLO and the lowest that did not, narrowed to the resolution"
+        + (f"; {starts}" if starts else "") + (f"; {notes}" if notes else ""),
+        [*(["Run"] if many_runs else []), "SLO", "Over", "Context", "Highest pass", "Lowest fail", "Resolution", "Probes", "Status"],
+        rows, ("l" if many_runs else "") + "lllrrrrl",
+    )  # fmt: skip
+    over = {s["run_id"]: s["over"] for s in r.search}
+    probe_rows = []
+    for p in r.search_probes:
+        achieved = DASH if p["achieved"] is None else f"{p['achieved']:.2f}"
+        probe_rows.append([*([p["run_id"]] if many_runs else []), str(p["probe"]), p["step"] or DASH, _load(p["load"], over.get(p["run_id"], "rate")),
+                           achieved, p["status"] or DASH, fmt_share(p["attainment"]), fmt_ms(p["ttft_p99_ms"]), fmt_ms(p["tpot_p99_ms"]),
+                           fmt_tps(p["output_tps"]), p["verdict"] or DASH])  # fmt: skip
+    probes = SloTable(
+        "SLO search probes", "every probe in order, stored as an open-loop point (rate) or a decode cell (concurrency); achieved: "
+        "requests/s sent, or mean requests in flight; TPOT p99: per request (rate) or per token gap (concurrency); a probe "
+        "that is not valid stops the search (verdict stop)",
+        [*(["Run"] if many_runs else []), "Probe", "Step", "Load", "Achieved", "Status", "Attainment", "TTFT p99", "TPOT p99",
+         "tok/s", "Verdict"],
+        probe_rows, ("l" if many_runs else "") + "rlrrlrrrrl",
+    )  # fmt: skip
+    return [answer, probes]
+
+
 def slo_tables(r: SloReport, many_runs: bool = False) -> list[SloTable]:
-    """The section's tables: one per SLO, the capacity, the frontier, the engine statistics (when any)."""
+    """The section's tables: one per SLO, the capacity, the frontier, the engine statistics, the SLO search (when any)."""
     out = [_slo_table(r, s, many_runs) for s in r.slos]
     if r.capacity:
         out.append(_capacity_table(r, many_runs))
@@ -165,7 +210,7 @@ def slo_tables(r: SloReport, many_runs: bool = False) -> list[SloTable]:
     engine = _engine_table(r, many_runs)
     if engine is not None:
         out.append(engine)
-    return out
+    return out + _search_tables(r, many_runs)
 
 
 def fmt_bound(ms: float) -> str:

@@ -26,7 +26,7 @@ from infermatrix.core.run.steps import Phase
 from infermatrix.core.store.points import done_points, save_point
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["pending_points", "run_points", "point_context", "point_label"]
+__all__ = ["pending_points", "run_points", "run_point", "point_context", "point_label"]
 
 
 def point_context(cfg: RunConfig, lc: LoadConfig) -> int:
@@ -57,8 +57,13 @@ async def run_points(mr: MatrixRun, todo: list[int]) -> None:
             await _one_point(mr, progress, index)
 
 
-async def _one_point(mr: MatrixRun, progress: RunProgress, index: int) -> None:
-    lc: LoadConfig = mr.cfg.load[index]
+async def run_point(mr: MatrixRun, progress: RunProgress, index: int, lc: LoadConfig) -> None:
+    """One point that is not a ``[[load]]`` entry (an SLO search's probe, core/run/search.py), stored as point ``index``."""
+    await _one_point(mr, progress, index, lc)
+
+
+async def _one_point(mr: MatrixRun, progress: RunProgress, index: int, lc: LoadConfig | None = None) -> None:
+    lc = lc if lc is not None else mr.cfg.load[index]
     label = point_label(mr.cfg, lc)
     progress.cell(label)
     await mr.ensure_up()

@@ -30,6 +30,7 @@ from infermatrix.core.run.matrix import MatrixRun
 from infermatrix.core.run.points import pending_points, run_points
 from infermatrix.core.run.sessions import run_sessions
 from infermatrix.core.store.workload_store import pass_done
+from infermatrix.core.run.search import run_search, search_pending
 from infermatrix.core.wallclock import PhaseClock, add_totals
 from rich.console import Console
 
@@ -106,8 +107,7 @@ async def execute_run(
                 outcome.status = "failed"
                 matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells)
                 await matrix_run.run(todo)
-                await run_points(matrix_run, pending_points(store, run_id, cfg, retry_errors))  # open-loop points, after the matrix
-                await run_sessions(matrix_run, retry_errors)  # a workload's own traffic (shared-prefix, multi-turn), last
+                await _after_matrix(matrix_run, store, run_id, cfg, retry_errors)
             outcome.status = "interrupted" if work.cancelled_caught else "completed"
         except EngineError as exc:
             outcome.status, outcome.error = "failed", engine.redact(str(exc)) if engine else str(exc)
@@ -178,7 +178,8 @@ async def _open_run(
             done_prefill -= {int(r[0]) for r in errs}
         todo = ([c for c in m.prefill_contexts if c not in done_prefill], [c for c in cells if c not in done])
         pass_pending = workload_name(m, cfg.workload) is not None and not pass_done(store, run_id, retry_errors)
-        if not todo[0] and not todo[1] and not pending_points(store, run_id, cfg, retry_errors) and not pass_pending:
+        pending = pending_points(store, run_id, cfg, retry_errors) or search_pending(store, run_id, cfg, retry_errors) or pass_pending
+        if not todo[0] and not todo[1] and not pending:
             if (store.get_run(run_id) or {}).get("status") != "completed":
                 store.finish_run(run_id, "completed")
             return run_id, None, None
@@ -219,6 +220,13 @@ async def _open_run(
     else:
         store.update_run(run_id, status="running", finished_at=None, error=None)
     return run_id, engine, todo
+
+
+async def _after_matrix(matrix_run: MatrixRun, store: Store, run_id: str, cfg: RunConfig, retry_errors: bool) -> None:
+    """What a run measures after its matrix, on the same engine, in this order."""
+    await run_points(matrix_run, pending_points(store, run_id, cfg, retry_errors))  # open-loop points ([[load]], --rate)
+    await run_search(matrix_run, retry_errors)  # the SLO search ([search])
+    await run_sessions(matrix_run, retry_errors)  # a workload's own traffic (shared-prefix, multi-turn), last
 
 
 def _save_phase_seconds(store: Store, run_id: str, clock: PhaseClock) -> None:

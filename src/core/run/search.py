@@ -1,0 +1,230 @@
+"""The SLO search on a ready run (``[search]``, ``infermatrix search``; docs/load.md, "Search").
+
+The order of probes is core/slo/search.py's; here each probe is measured as what the run already knows how
+to measure — a rate as an open-loop point (core/run/points.py), a concurrency as a decode cell
+(MatrixRun.decode_cell) — stored as such, then judged by the SQL views (slo_points, slo_cells) against the
+SLO saved with the run. A probe that is not ``valid`` (client_bound, error, over_capacity …) or that the
+SLO can't judge stops the search with the reason: it is neither a pass nor a fail.
+
+Resume: a probe already stored at the load the search asks for (and a decode cell already stored) is
+judged from the store, not measured again; an interrupted one is measured again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import anyio
+
+from infermatrix.core.config import ConfigError, LoadConfig, RunConfig
+from infermatrix.core.contexts import format_context
+from infermatrix.core.run.matrix import MatrixRun
+from infermatrix.core.run.points import run_point
+from infermatrix.core.run.progress import RunProgress
+from infermatrix.core.run.steps import Phase
+from infermatrix.core.slo.search import Bisection, parse_resolution
+from infermatrix.core.slo.spec import SloSpec, parse_slo
+from infermatrix.core.store import Store
+from infermatrix.core.store.slo_search import save_probe, save_search, stored_probes, stored_search
+from infermatrix.core.store.slo_store import save_slos
+
+__all__ = ["check_search", "search_pending", "run_search", "search_context", "FINAL_SEARCH"]
+
+FINAL_SEARCH = ("found", "max_reached", "none_passed", "too_many_probes", "stopped")
+
+
+def search_context(cfg: RunConfig) -> int:
+    sc = cfg.search
+    assert sc is not None
+    return sc.context or (cfg.matrix.contexts[0] if cfg.matrix.contexts else 1024)
+
+
+def check_search(cfg: RunConfig) -> None:
+    """A search that can't run, found before anything starts (one line)."""
+    sc = getattr(cfg, "search", None)
+    if sc is None:
+        return
+    try:
+        parse_slo(sc.slo)
+    except ConfigError as exc:
+        raise ConfigError(f"search.slo: {exc}") from None
+    parse_resolution(sc.resolution, sc.over)
+    if sc.max is not None and sc.start is not None and sc.max < sc.start:
+        raise ConfigError(f"search: max {sc.max:g} is below start {sc.start:g}")
+
+
+def search_pending(store: Store, run_id: str, cfg: RunConfig, retry_errors: bool) -> bool:
+    """Whether the run's search still has to run (no answer yet, interrupted, or stopped and retrying errors)."""
+    if getattr(cfg, "search", None) is None:
+        return False
+    row = stored_search(store, run_id)
+    return row is None or row["status"] not in FINAL_SEARCH or (retry_errors and row["status"] == "stopped")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def _one(store: Store, sql: str, params: list[Any]) -> dict[str, Any] | None:
+    cols, rows = store.query(sql, params)
+    return dict(zip(cols, rows[0])) if rows else None
+
+
+class _Search:
+    """One search on a MatrixRun: its spec, where it stands, and its stored row."""
+
+    def __init__(self, mr: MatrixRun, retry_errors: bool):
+        sc = mr.cfg.search
+        assert sc is not None
+        self.mr, self.sc, self.retry = mr, sc, retry_errors
+        self.spec: SloSpec = parse_slo(sc.slo)
+        self.ctx = search_context(mr.cfg)
+        self.base = len(mr.cfg.load or [])  # rate probes are stored after the run's own [[load]] points
+        self.row: dict[str, Any] = {
+            "slo": self.spec.name, "over": sc.over, "context_tokens": self.ctx, "arrival": sc.arrival if sc.over == "rate" else None,
+            "resolution": parse_resolution(sc.resolution, sc.over).text(), "max_load": sc.max, "status": "running",
+            "started_at": _now(),
+        }  # fmt: skip
+        self.stored = stored_probes(mr.store, mr.run_id)
+
+    def unit(self, load: float) -> str:
+        return f"{load:g}/s" if self.sc.over == "rate" else f"N = {load:g}"
+
+    async def run(self, progress: RunProgress) -> None:
+        mr, sc = self.mr, self.sc
+        save_slos(mr.store, mr.run_id, [self.spec])  # the views judge every probe by the SLO stored with the run
+        start, source = sc.start, "stated"
+        if start is None:
+            start, source = await self._start(progress)
+        self.row.update(start=start, start_source=source)
+        save_search(mr.store, mr.run_id, self.row)
+        if start is None:
+            return self._finish("stopped", source)
+        search = Bisection(start=start, resolution=parse_resolution(sc.resolution, sc.over), over=sc.over, max_load=sc.max)
+        probe = 0
+        while (nxt := search.next_step()) is not None:
+            load, step = nxt
+            progress.total = probe + 1
+            verdict, reason = await self._probe(progress, probe, load, step)
+            if verdict == "stop":
+                self.row.update(highest_pass=search.lo, lowest_fail=search.hi)
+                return self._finish("stopped", reason)
+            search.record(load, verdict == "pass", step)
+            self.row.update(highest_pass=search.lo, lowest_fail=search.hi)
+            save_search(mr.store, mr.run_id, self.row)
+            probe += 1
+        assert search.outcome is not None
+        self._finish(search.outcome, _outcome_reason(search, self))
+
+    def _finish(self, status: str, reason: str | None) -> None:
+        self.row.update(status=status, reason=reason, finished_at=_now())
+        save_search(self.mr.store, self.mr.run_id, self.row)
+        lo, hi = self.row.get("highest_pass"), self.row.get("lowest_fail")
+        answer = f"highest passing {self.unit(lo) if lo is not None else 'none'}, lowest failing {self.unit(hi) if hi is not None else 'none'}"
+        self.mr.console.print(f"  SLO search ({self.spec.name}): {status}: {answer}" + (f" — {reason}" if reason else ""), highlight=False)
+
+    async def _start(self, progress: RunProgress) -> tuple[float | None, str]:
+        """Concurrency: 1. Rate: the request rate one closed-loop stream achieves — 1 / the median end-to-end
+        latency of a decode cell at N = 1 (measured here, or already stored in the run)."""
+        if self.sc.over == "concurrency":
+            return 1.0, "concurrency 1"
+        cell = await self._cell(progress, 1)
+        label = f"decode {format_context(self.ctx)} × 1"
+        if cell is None or cell["status"] != "valid":
+            why = "not stored" if cell is None else f"{cell['status']}: {cell.get('reason') or ''}"
+            return None, f"could not measure a start: {label} is {why}; give --start"
+        got = _one(self.mr.store, "SELECT median(e2e_ms) AS e2e FROM request_latencies WHERE run_id = ? AND context_tokens = ? "
+                   "AND concurrency = 1 AND outcome = 'ok'", [self.mr.run_id, self.ctx])  # fmt: skip
+        if got is None or not got["e2e"]:
+            return None, f"could not measure a start: no request of {label} ended in its window; give --start or a longer matrix.duration_s"
+        rate = float(f"{1000.0 / got['e2e']:.3g}")
+        return rate, f"1 / median e2e {got['e2e']:,.0f} ms of {label}"
+
+    async def _cell(self, progress: RunProgress, n: int) -> dict[str, Any] | None:
+        """The decode cell (search context, n): the stored one when final, else measured now."""
+        mr = self.mr
+        sql = "SELECT status, reason FROM cells WHERE run_id = ? AND context_tokens = ? AND concurrency = ?"
+        cell = _one(mr.store, sql, [mr.run_id, self.ctx, n])
+        if cell is None or cell["status"] == "interrupted" or (self.retry and cell["status"] == "error"):
+            await mr.decode_cell(progress, self.ctx, n)
+            cell = _one(mr.store, sql, [mr.run_id, self.ctx, n])
+        return cell
+
+    async def _probe(self, progress: RunProgress, probe: int, load: float, step: str) -> tuple[str, str | None]:
+        """Measure (or reuse) one probe, judge it, store it; returns (verdict, reason)."""
+        old = self.stored.get(probe)
+        if old is not None and old["load"] == load and old["verdict"] in ("pass", "fail"):
+            return old["verdict"], old["reason"]
+        row: dict[str, Any] = {"probe": probe, "step": step, "load": load, "context_tokens": self.ctx}
+        if self.sc.over == "rate":
+            row["point"] = self.base + probe
+            row.update(await self._rate_probe(progress, row["point"], load))
+        else:
+            row.update(await self._concurrency_probe(progress, int(load)))
+        if row["status"] != "valid":
+            row["verdict"] = "stop"
+            row["reason"] = f"probe {probe} at {self.unit(load)} is {row['status']}: {row.get('reason') or 'no reason given'}"
+        elif row.get("meets") is None:
+            row["verdict"] = "stop"
+            row["reason"] = f"probe {probe} at {self.unit(load)}: the SLO could not be judged on it (no request to judge, or an empty histogram)"
+        else:
+            row["verdict"], row["reason"] = ("pass" if row["meets"] else "fail"), None
+        save_probe(self.mr.store, self.mr.run_id, row)
+        return row["verdict"], row["reason"]
+
+    async def _rate_probe(self, progress: RunProgress, point: int, rate: float) -> dict[str, Any]:
+        mr, sc = self.mr, self.sc
+        lc = LoadConfig(rate=rate, arrival=sc.arrival, duration_s=sc.duration_s or mr.cfg.matrix.duration_s, context=self.ctx,
+                        max_output=mr.cfg.matrix.max_output, max_in_flight=sc.max_in_flight)  # fmt: skip
+        await run_point(mr, progress, point, lc)
+        p = _one(mr.store, "SELECT status, reason, achieved_rate FROM points WHERE run_id = ? AND point = ?", [mr.run_id, point]) or {}
+        out = {"status": p.get("status", "error"), "reason": p.get("reason"), "achieved": p.get("achieved_rate")}
+        j = _one(mr.store, "SELECT * FROM slo_points WHERE run_id = ? AND slo = ? AND point = ?", [mr.run_id, self.spec.name, point])
+        if j is not None:
+            out.update(meets=j["meets"], attainment=j["attainment"], ttft_p99_ms=j["ttft_p99_ms"], tpot_p99_ms=j["tpot_p99_ms"],
+                       output_tps=j["output_tps"])  # fmt: skip
+        return out
+
+    async def _concurrency_probe(self, progress: RunProgress, n: int) -> dict[str, Any]:
+        mr = self.mr
+        cell = await self._cell(progress, n) or {"status": "error", "reason": "the cell was not stored"}
+        out = {"status": cell["status"], "reason": cell.get("reason")}
+        j = _one(mr.store, "SELECT s.meets, s.attainment, d.total_tps, d.avg_active, "
+                 "latency_at(s.run_id, s.context_tokens, s.concurrency, 'ttft', 99) AS ttft_p99_ms, "
+                 "latency_at(s.run_id, s.context_tokens, s.concurrency, 'tbt', 99) AS tpot_p99_ms "
+                 "FROM slo_cells s JOIN decode_matrix d ON d.run_id = s.run_id AND d.context_tokens = s.context_tokens "
+                 "AND d.concurrency = s.concurrency WHERE s.run_id = ? AND s.slo = ? AND s.context_tokens = ? AND s.concurrency = ?",
+                 [mr.run_id, self.spec.name, self.ctx, n])  # fmt: skip
+        if j is not None:
+            out.update(meets=j["meets"], attainment=j["attainment"], ttft_p99_ms=j["ttft_p99_ms"], tpot_p99_ms=j["tpot_p99_ms"],
+                       output_tps=j["total_tps"], achieved=j["avg_active"])  # fmt: skip
+        return out
+
+
+def _outcome_reason(search: Bisection, s: _Search) -> str | None:
+    if search.outcome == "max_reached":
+        return f"the stated maximum {s.unit(search.max_load or 0)} meets the SLO"
+    if search.outcome == "none_passed":
+        return f"no load down to {s.unit(search.hi or 0)} meets the SLO"
+    if search.outcome == "too_many_probes":
+        return f"stopped after {len(search.probes)} probes without reaching the resolution {search.resolution.text()}"
+    return None
+
+
+async def run_search(mr: MatrixRun, retry_errors: bool) -> None:
+    """The run's search, after its matrix and points; the answer saved (``interrupted`` if stopped mid-way)."""
+    if not search_pending(mr.store, mr.run_id, mr.cfg, retry_errors):
+        return
+    s = _Search(mr, retry_errors)
+    with RunProgress(mr.console, 1) as progress:
+        mr.phase = Phase(progress.on_phase, mr.clock)
+        mr.runner.on_tokens, mr.runner.on_phase = progress.on_tokens, mr.phase
+        try:
+            await s.run(progress)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                s.row.update(status="interrupted", reason="run interrupted during the search (resume goes on from the stored probes)",
+                             finished_at=_now())  # fmt: skip
+                save_search(mr.store, mr.run_id, s.row)
+            raise

@@ -1,0 +1,127 @@
+"""The SLO search end to end against the sim (a real server process, real HTTP, a real DuckDB file): the
+answer the sim's step-time model predicts is found within the search's stated resolution, every probe is
+stored as a point or a cell of the run (checked in SQL and against the sim's own record), a resumed search
+measures only what is missing, and a probe the client could not deliver stops the search with the reason
+(docs/load.md, "Search"; the step model: docs/sim.md)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from imxtest import run_cli
+from infermatrix.core.store import Store
+from infermatrix.plugins.sim.profile import load_profile
+from infermatrix.testing import run_matrix, sim_server
+
+pytestmark = pytest.mark.slow  # real processes
+
+# One token per step (no speculation), no context term: a request's TPOT is the step time, a + b × batch.
+RATE_PROFILE = {"base": "tiny", "spec_tokens": 0, "acceptance": 0.0, "step_base_ms": 20.0, "step_per_seq_ms": 5.0,
+                "step_per_1k_ctx_ms": 0.0, "kv_tokens": 200_000, "max_num_seqs": 256}  # fmt: skip
+CONCURRENCY_PROFILE = {**RATE_PROFILE, "step_base_ms": 2.0, "step_per_seq_ms": 10.0}
+OUTPUT = 32  # max_output of every request
+
+
+def rows(db, sql: str, params: list) -> list[dict]:
+    with Store(db, read_only=True) as s:
+        cols, found = s.query(sql, params)
+    return [dict(zip(cols, r)) for r in found]
+
+
+def decode_requests_by_n(truth: list[dict]) -> Counter:
+    """The sim's decode requests by the concurrency of their cell (X-Request-Id ...-decode-CONTEXT-N-sSTREAM-rSEQ)."""
+    return Counter(int(m.group(1)) for r in truth if (m := re.search(r"-decode-256-(\d+)-s\d+", r["request_id"] or "")))
+
+
+def predicted_rate(tpot_limit_ms: float) -> float:
+    """Constant arrivals at λ with O output tokens each: in steady state the batch is B = λ·O·step(B) (Little's
+    law; a request lives about O steps), with step(B) = a + b·B, so TPOT = step(B) = a / (1 − λ·O·b). TPOT ≤ L
+    holds up to λ* = (L − a) / (L·O·b)."""
+    p = load_profile(RATE_PROFILE)
+    a, b = p.step_ms(0, 0) / 1000, p.step_per_seq_ms / 1000
+    limit = tpot_limit_ms / 1000
+    return (limit - a) / (limit * OUTPUT * b)
+
+
+def test_rate_search_finds_the_rate_the_profile_predicts_and_stores_every_probe():
+    limit = 40.0
+    predicted = predicted_rate(limit)  # 3.125/s for this profile
+    search = {"slo": f"tpot_p90_ms={limit:g}", "over": "rate", "context": 256, "arrival": "constant", "duration_s": 6}
+    matrix = {"contexts": [256], "concurrency": [], "max_output": OUTPUT, "duration_s": 2}
+    with sim_server(**{k: v for k, v in RATE_PROFILE.items() if k != "base"}) as sim:
+        result = run_matrix({"kind": "openai", "base_url": sim.base_url}, matrix=matrix, config={"search": search})
+        truth = sim.truth()["requests"]
+    assert result.status == "completed", result.error
+    (s,) = result.query("SELECT * FROM slo_search WHERE run_id = ?", [result.run_id])
+    assert s["status"] == "found", s
+    lo, hi = s["highest_pass"], s["lowest_fail"]
+    assert s["resolution"] == "10%" and (hi - lo) <= 0.10 * lo * 1.000001
+    # The answer within the stated resolution of the prediction: the interval, widened by one resolution.
+    assert lo * 0.9 <= predicted <= hi * 1.1, (lo, hi, predicted)
+    # The start was measured: 1 / the median end-to-end latency of the N = 1 cell, stored as a cell.
+    (cell,) = result.query("SELECT status FROM cells WHERE run_id = ? AND concurrency = 1", [result.run_id])
+    assert cell["status"] == "valid" and s["start_source"].startswith("1 / median e2e")
+    # Every probe stored: one open-loop point each, at its load, with all of its requests; the sim saw exactly those.
+    probes = result.query("SELECT * FROM slo_search_probes WHERE run_id = ? ORDER BY probe", [result.run_id])
+    points = {p["point"]: p for p in result.query("SELECT * FROM points WHERE run_id = ?", [result.run_id])}
+    assert len(probes) == s["probes"] == len(points) >= 4
+    for p in probes:
+        assert points[p["point"]]["requested_rate"] == p["load"] and points[p["point"]]["status"] == "valid"
+        assert p["verdict"] == ("pass" if p["meets"] else "fail")
+        assert (p["load"] <= lo) == (p["verdict"] == "pass")  # monotone: every pass at or below the answer, every fail above
+    stored = result.query("SELECT count(*) AS n FROM point_requests WHERE run_id = ?", [result.run_id])[0]["n"]
+    assert stored == sum(p["scheduled"] for p in points.values()) == sum("-load-" in (r["request_id"] or "") for r in truth)
+
+
+def test_concurrency_search_from_the_command_line_then_resume_measures_only_what_is_missing(tmp_path):
+    limit = 47.0
+    profile = load_profile(CONCURRENCY_PROFILE)
+    predicted = max(n for n in range(1, 64) if profile.step_ms(n, 0) <= limit)  # 4: step 42 ms; N = 5: 52 ms
+    db = tmp_path / "search.duckdb"
+    with sim_server(**{k: v for k, v in CONCURRENCY_PROFILE.items() if k != "base"}) as sim:
+        out = run_cli("search", "--base-url", sim.base_url, "--slo", f"tpot_p50_ms={limit:g}", "--over", "concurrency",
+                      "--context", "256", "--duration", "2", "--max-output", str(OUTPUT), "--db", str(db),
+                      "--set", "matrix.steady_timeout_s=2", "--set", "matrix.check_client=false")  # fmt: skip
+        assert out.returncode == 0, out.stderr + out.stdout
+        assert "SLO search" in out.stdout and "SLO search probes" in out.stdout
+        (s,) = rows(db, "SELECT * FROM slo_search", [])
+        rid = s["run_id"]
+        assert (s["status"], s["highest_pass"], s["lowest_fail"], s["over"]) == ("found", predicted, predicted + 1, "concurrency")
+        probes = rows(db, "SELECT probe, load, verdict FROM slo_search_probes WHERE run_id = ? ORDER BY probe", [rid])
+        cells = {c["concurrency"]: c for c in rows(db, "SELECT concurrency, status, saved_at FROM cells WHERE run_id = ?", [rid])}
+        assert [p["load"] for p in probes] == [1, 2, 4, 8, 6, 5] and set(cells) == {1, 2, 4, 8, 6, 5}
+        assert all(c["status"] == "valid" for c in cells.values())
+        # As an interrupt during the last probe leaves it: the search not final, the last cell interrupted.
+        with Store(db) as st:
+            st.query("UPDATE slo_searches SET status = 'interrupted' WHERE run_id = ?", [rid])
+            st.query("DELETE FROM slo_search_probes WHERE run_id = ? AND probe = 5", [rid])
+            st.query("UPDATE cells SET status = 'interrupted' WHERE run_id = ? AND concurrency = 5", [rid])
+        before = decode_requests_by_n(sim.truth()["requests"])
+        again = run_cli("resume", rid, "--db", str(db))
+        after_resume = decode_requests_by_n(sim.truth()["requests"])
+    assert again.returncode == 0, again.stderr + again.stdout
+    # The server's record: only the missing cell's requests are new (request ids repeat, so counted, not set-differenced).
+    assert {n for n in after_resume if after_resume[n] != before.get(n)} == {5}
+    (s2,) = rows(db, "SELECT * FROM slo_search", [])
+    assert (s2["status"], s2["highest_pass"], s2["lowest_fail"], s2["probes"]) == ("found", predicted, predicted + 1, 6)
+    after = {c["concurrency"]: c for c in rows(db, "SELECT concurrency, saved_at FROM cells WHERE run_id = ?", [rid])}
+    assert all(after[n]["saved_at"] == cells[n]["saved_at"] for n in (1, 2, 4, 8, 6))
+
+
+def test_a_probe_the_client_cannot_deliver_stops_the_search_with_the_reason():
+    """An in-flight cap of 1 at 40/s: the first probe is client_bound — neither a pass nor a fail."""
+    search = {"slo": "tpot_p90_ms=1000", "over": "rate", "context": 256, "start": 40, "max_in_flight": 1, "duration_s": 1}
+    with sim_server() as sim:
+        result = run_matrix({"kind": "openai", "base_url": sim.base_url}, matrix={"contexts": [256], "concurrency": [], "max_output": 16},
+                            config={"search": search})  # fmt: skip
+    assert result.status == "completed", result.error
+    (s,) = result.query("SELECT * FROM slo_search WHERE run_id = ?", [result.run_id])
+    assert s["status"] == "stopped" and s["highest_pass"] is None and s["lowest_fail"] is None and s["probes"] == 1
+    assert "client_bound" in s["reason"] and "schedule lag p99" in s["reason"]
+    (p,) = result.query("SELECT * FROM slo_search_probes WHERE run_id = ?", [result.run_id])
+    assert p["verdict"] == "stop" and p["meets"] is None and p["status"] == "client_bound"
+    (point,) = result.query("SELECT status FROM points WHERE run_id = ?", [result.run_id])
+    assert point["status"] == "client_bound"
