@@ -66,9 +66,11 @@ class SimServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def truth(self) -> dict[str, Any]:
-        """The server's ground truth (``GET /debug/truth``: every request as it really ran; docs/sim.md)."""
-        data: dict[str, Any] = httpx.get(f"{self.base_url}/debug/truth", timeout=30).json()
+    def truth(self, blocks: bool = False) -> dict[str, Any]:
+        """The server's ground truth (``GET /debug/truth``: every request as it really ran; docs/sim.md); with
+        ``blocks``, each request's prompt block hashes (prefix-cache chain hashes) too: a finished request's
+        only with the profile key ``record_prompt_blocks=True``."""
+        data: dict[str, Any] = httpx.get(f"{self.base_url}/debug/truth", params={"blocks": "1"} if blocks else None, timeout=30).json()
         return data
 
     def metrics(self) -> str:
