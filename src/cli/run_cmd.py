@@ -14,6 +14,7 @@ from infermatrix.cli.common import (
 )
 from infermatrix.cli.results_cmds import print_report
 from infermatrix.cli.slo_opts import attach_slos, parse_slo_flags, slo_options
+from infermatrix.cli.trace_flags import apply_trace_flags, trace_options
 from infermatrix.core.config import ConfigError, apply_overrides, load_config
 from infermatrix.core.registry import validate_config
 from infermatrix.core.contexts import parse_context_list, parse_int_list
@@ -47,8 +48,10 @@ _NEW_RUN_FLAGS = ("--engine", "--base-url", "--model", "--contexts", "--prefill-
 @click.option("--api-key-file", default=None, metavar="PATH", help="file holding the API key")
 @click.option("--no-loop-detection", is_flag=True, default=False, help="don't check outputs for loops (loops.enabled = false)")
 @slo_options
+@trace_options
 def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_url, model, contexts, prefill_contexts,
-        concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection, slo_texts, gpu_hour_price) -> None:
+        concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection, slo_texts, gpu_hour_price,
+        trace_path=None, time_scale=None, trace_requests=None) -> None:
     """Run a benchmark matrix from CONFIG_FILE (TOML), or against --base-url."""
     pm = get_plugin_manager()
     try:
@@ -61,6 +64,8 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
                 raise ConfigError(f"{given[0]}: not with --resume (the run's stored config is used; change a field with --set KEY=VALUE)")
             if config_file:
                 Console(stderr=True).print(f"note: --resume {resume_id} uses the run's stored config; {config_file} is not read", highlight=False)
+            if trace_path or time_scale or trace_requests:
+                raise ConfigError("--trace: not with --resume (the run's stored config is used)")
             _resume(pm, resume_id, db, overrides, retry_errors, slos)
             return
         if config_file:
@@ -97,6 +102,7 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
             loops = data.setdefault("loops", {})
             if isinstance(loops, dict):
                 loops["enabled"] = False
+        apply_trace_flags(data, trace_path, time_scale, trace_requests)
         data = apply_overrides(data, list(overrides))
         cfg = validate_config(pm, data, source)
         _preflight(cfg)

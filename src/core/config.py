@@ -249,13 +249,13 @@ class TraceLoadConfig(Strict):
 
 def _load_kind(v: Any) -> str:
     if isinstance(v, dict):
-        return "trace" if v.get("kind") == "trace" or v.get("arrival") == "trace" else "rate"
-    return "trace" if isinstance(v, TraceLoadConfig) else "rate"
+        return "trace_point" if v.get("kind") == "trace" or v.get("arrival") == "trace" else "rate_point"
+    return "trace_point" if isinstance(v, TraceLoadConfig) else "rate_point"
 
 
 # A ``[[load]]`` point: a rate point, or a trace replay (``kind = "trace"`` or ``arrival = "trace"``).
-LOAD_TAGS = ("rate", "trace")  # union tags pydantic puts in an error's location; validate_config drops them
-AnyLoadConfig = Annotated[Union[Annotated[LoadConfig, Tag("rate")], Annotated[TraceLoadConfig, Tag("trace")]], Discriminator(_load_kind)]
+LOAD_TAGS = ("rate_point", "trace_point")  # union tags pydantic puts in an error's location; validate_config drops them
+AnyLoadConfig = Annotated[Union[Annotated[LoadConfig, Tag("rate_point")], Annotated[TraceLoadConfig, Tag("trace_point")]], Discriminator(_load_kind)]
 
 
 class StoreConfig(Strict):
