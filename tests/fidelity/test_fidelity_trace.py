@@ -103,6 +103,34 @@ def test_mooncake_sample_replays_on_time_with_exact_lengths_and_real_shared_pref
     assert sum(r["shared_prefix_tokens"] for r in reqs) == t["shared_prefix_tokens"] > 0
     arrivals = result.query("SELECT * FROM trace_arrivals WHERE run_id = ? ORDER BY second", [result.run_id])
     assert sum(a["requested"] for a in arrivals) == sum(a["sent"] for a in arrivals) == len(trace)
+    # Due per second is the trace's own count per second of scaled time.
+    due = {}
+    for r in trace:
+        due[int(r.at_s * SCALE)] = due.get(int(r.at_s * SCALE), 0) + 1
+    assert {a["second"]: a["requested"] for a in arrivals if a["requested"]} == due
+    _check_reports(result, p, len(trace))
+
+
+def _check_reports(result, p, n):
+    """The text report's trace section and the JSON report's ``trace`` key, from the stored run."""
+    import io
+
+    from rich.console import Console
+
+    from infermatrix.core.report.json_report import render_json
+    from infermatrix.core.report.text import render_text
+    from infermatrix.core.store import Store
+
+    with Store(result.db, read_only=True) as store:
+        out = io.StringIO()
+        render_text(store, result.run_id, Console(file=out, width=200, color_system=None))
+        doc = render_json(store, result.run_id)
+    text = out.getvalue()
+    assert "Trace replay" in text and "arrivals over time" in text and f"{n}/{n}" in text, text
+    assert "Open-loop load" not in text  # the trace point is shown once, in its own section
+    (t,) = doc["trace"]
+    assert t["status"] == p["status"] and t["replayed"] == n and sum(a["sent"] for a in t["arrivals"]) == n
+    assert t["lag_p99_ms"] == p["lag_p99_ms"] and t["trace_rate"] == pytest.approx(p["requested_rate"])
 
 
 @pytest.mark.parametrize("name", ["azure.csv", "burstgpt.csv"])

@@ -61,7 +61,7 @@ async def run_points(mr: MatrixRun, todo: list[int]) -> None:
 
 
 async def _one_point(mr: MatrixRun, progress: RunProgress, index: int) -> None:
-    lc: LoadConfig = mr.cfg.load[index]
+    lc: Any = mr.cfg.load[index]  # a LoadConfig, or a TraceLoadConfig (trace_point.py)
     label = point_label(mr.cfg, lc)
     progress.cell(label)
     await mr.ensure_up()

@@ -79,7 +79,7 @@ class Seq:
 
     def truth(self, blocks: bool = False) -> dict[str, Any]:
         em = self.emissions
-        out = {
+        out: dict[str, Any] = {
             "id": self.id, "request_id": self.request_id, "api": self.api, "prompt_tokens": self.prompt_tokens,
             "cached_tokens": self.cached_tokens, "max_tokens": self.max_tokens, "arrived": self.arrived, "received": self.received,
             "accepted": self.accepted, "admitted": self.admitted, "prefill_start": self.prefill_start, "prefill_end": self.prefill_end, "joined": self.joined,
