@@ -29,11 +29,11 @@ def samples(tmp_path_factory):
     return out
 
 
-def _replay(path: Path, **point):
+def _replay(path: Path, api: str = "completions", **point):
     load = [{"kind": "trace", "path": str(path), "time_scale": SCALE, **point}]
     # The sample's longest prompt is ~5K tokens; a prefix cache that holds the whole replay (nothing evicted).
     with sim_server(max_model_len=8192, kv_tokens=200_000, prefix_cache_tokens=1_000_000, record_prompt_blocks=True) as sim:
-        result = run_matrix({"kind": "openai", "base_url": sim.base_url}, matrix=MATRIX, config={"load": load})
+        result = run_matrix({"kind": "openai", "base_url": sim.base_url}, matrix={**MATRIX, "api": api}, config={"load": load})
         truth = {r["request_id"]: r for r in sim.truth(blocks=True)["requests"]}
     assert result.status == "completed", result.error
     (p,) = result.query("SELECT * FROM points WHERE run_id = ?", [result.run_id])
@@ -85,8 +85,8 @@ def test_mooncake_sample_replays_on_time_with_exact_lengths_and_real_shared_pref
                 continue
             k = _common_blocks(list(a.hash_ids), list(b.hash_ids))
             common = _common_blocks(ha, hb)
-            # The chat template's few leading tokens come before the blocks' words: agreement covers
-            # k·512 tokens of words, and ends inside the first block where the ids differ.
+            # Agreement covers k·512 tokens of words (after any leading tokens the API adds, the same for
+            # all), and ends inside the first block where the ids differ.
             full = min(k * 512, a.input_tokens, b.input_tokens) // SIM_BLOCK
             assert common >= full - 1, (i, j, k, common)
             if k < min(len(a.hash_ids), len(b.hash_ids)):
@@ -146,12 +146,14 @@ def _check_reports(result, p, n):
     assert len(rows) == n and all(r["prompt_tokens"] == r["trace_input_tokens"] for r in rows)
 
 
-@pytest.mark.parametrize("name", ["azure.csv", "burstgpt.csv"])
-def test_csv_samples_replay_with_exact_lengths(samples, name):
+@pytest.mark.parametrize("name, api", [("azure.csv", "chat"), ("burstgpt.csv", "completions")])
+def test_csv_samples_replay_with_exact_lengths(samples, name, api):
+    """Exact by the server's count through the chat template too (its 7 tokens measured, the words fewer)."""
     path = samples / name
     trace = read_trace(path)
     kept = [r for r in trace if not r.failed and r.output_tokens > 0]
-    result, p, t, reqs, truth = _replay(path, max_requests=15)
+    result, p, t, reqs, truth = _replay(path, api, max_requests=15)
+    assert t["prompt_overhead"] == (7 if api == "chat" else 0)  # the sim's ChatML: 4 per message + 3 priming
     assert p["status"] == "valid", p["reason"]
     assert t["format"] == name.split(".")[0] and len(reqs) == 15 == t["replayed"]
     assert t["cut"] == len(kept) - 15
