@@ -239,6 +239,11 @@ class TraceLoadConfig(Strict):
     max_in_flight: int | None = Field(None, gt=0, description="cap on requests in flight, as for a rate point")
     seed: int | None = Field(None, description="seed of the prompts' token blocks; default matrix.seed")
 
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        return str(Path(v).expanduser().resolve())  # stored with the run: resume finds it from any directory
+
     @model_validator(mode="after")
     def _readable(self) -> "TraceLoadConfig":
         from infermatrix.core.measure.traces import read_trace

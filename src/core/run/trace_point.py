@@ -10,6 +10,7 @@ as its ``points`` row, with a ``trace_points`` row (file, its sha256, what was s
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -105,9 +106,11 @@ async def measure_trace_point(mr: Any, index: int, lc: TraceLoadConfig, state: d
     phase("prompts")
     tokenizer = runner.tokenizer
     builder = TracePromptBuilder(tokenizer, state["seed"], lc.block_tokens, recount=not isinstance(tokenizer, UsageTokenizer))
-    prompts = state["prompts"] = await builder.build(plan.requests)
+    prompts = await builder.build(plan.requests)
     state["overhead"], state["inexact"] = builder.overhead, builder.inexact
     bodies = [encode_body(runner._body(p, r.output_tokens)) for p, r in zip(prompts, plan.requests)]
+    state["prompts"] = [dataclasses.replace(p, text="") for p in prompts]  # the bodies hold the text: one copy in memory
+    del prompts
     records: dict[int, RequestRecord] = state["records"]
     ids: dict[int, str] = state["ids"]
     count_path = runner._count_path()
