@@ -27,6 +27,7 @@ ORDER = {
     "histogram_percentiles": "run_id, context_tokens, concurrency, metric, percentile",
     "slo_limits": "run_id, slo, metric, percentile", "run_costs": "run_id",
     "points": "run_id, point", "point_requests": "run_id, point, request_no",
+    "trace_points": "run_id, point", "trace_requests": "run_id, point, request_no",
 }
 
 
@@ -43,6 +44,8 @@ def source_file(tmp_path_factory):
         a, _, _ = fill_run(s, seed=1)
         save_point(s, a, {"point": 0, "arrival": "poisson", "requested_rate": 2.0, "status": "valid", "lag_p99_ms": 3.5},
                    [{"request_no": i, "request_id": f"r{i}", "scheduled": float(i), "sent": i + 0.001} for i in range(3)])  # fmt: skip
+        save_point(s, a, {"point": 1, "arrival": "trace", "status": "valid", "trace": {"format": "mooncake", "replayed": 2}},
+                   [{"request_no": i, "request_id": f"t{i}", "trace_index": i, "shared_prefix_tokens": 512 * i} for i in range(2)])  # fmt: skip
         b, _, _ = fill_run(s, {"engine": "sglang"}, scale=1.3, seed=2, other=False)
         ref = import_page(s, Path(__file__).parent / "data" / "vllm-h200x4-qwen3.8-flash-next.txt").run_id
     return path, [a, b, ref]
