@@ -67,11 +67,14 @@ class SimServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def truth(self, since: float | None = None) -> dict[str, Any]:
+    def truth(self, since: float | None = None, blocks: bool = False) -> dict[str, Any]:
         """The server's ground truth (``GET /debug/truth``: every request as it really ran, those that ended
-        before ``since`` left out; docs/sim.md)."""
-        params = {"since": since} if since is not None else None
-        data: dict[str, Any] = httpx.get(f"{self.base_url}/debug/truth", params=params, timeout=30).json()
+        before ``since`` left out; docs/sim.md); with ``blocks``, each request's prompt block hashes (prefix-cache
+        chain hashes) too: a finished request's only with the profile key ``record_prompt_blocks=True``."""
+        params: dict[str, Any] = {"since": since} if since is not None else {}
+        if blocks:
+            params["blocks"] = "1"
+        data: dict[str, Any] = httpx.get(f"{self.base_url}/debug/truth", params=params or None, timeout=30).json()
         return data
 
     def reset(self) -> None:

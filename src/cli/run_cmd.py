@@ -15,6 +15,7 @@ from infermatrix.cli.common import (
 from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options
 from infermatrix.cli.results_cmds import print_report
 from infermatrix.cli.slo_opts import attach_slos, parse_slo_flags, slo_options
+from infermatrix.cli.trace_flags import apply_trace_flags, trace_options
 from infermatrix.core.config import ConfigError, apply_overrides, load_config
 from infermatrix.core.registry import validate_config
 from infermatrix.core.contexts import parse_context_list, parse_int_list
@@ -49,9 +50,10 @@ _NEW_RUN_FLAGS = ("--engine", "--base-url", "--model", "--contexts", "--prefill-
 @click.option("--no-loop-detection", is_flag=True, default=False, help="don't check outputs for loops (loops.enabled = false)")
 @load_options
 @slo_options
+@trace_options
 def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_url, model, contexts, prefill_contexts,
         concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection, rate, arrival, load_duration,
-        max_in_flight, slo_texts, gpu_hour_price) -> None:
+        max_in_flight, slo_texts, gpu_hour_price, trace_path=None, time_scale=None, trace_requests=None) -> None:
     """Run a benchmark matrix from CONFIG_FILE (TOML), or against --base-url."""
     pm = get_plugin_manager()
     try:
@@ -65,6 +67,8 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
                 raise ConfigError(f"{given[0]}: not with --resume (the run's stored config is used; change a field with --set KEY=VALUE)")
             if config_file:
                 Console(stderr=True).print(f"note: --resume {resume_id} uses the run's stored config; {config_file} is not read", highlight=False)
+            if trace_path or time_scale or trace_requests:
+                raise ConfigError("--trace: not with --resume (the run's stored config is used)")
             _resume(pm, resume_id, db, overrides, retry_errors, slos)
             return
         if config_file:
@@ -102,6 +106,10 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
             if isinstance(loops, dict):
                 loops["enabled"] = False
         apply_load_flags(data, rate, arrival, load_duration, max_in_flight)
+        rate_points = list(data["load"]) if rate is not None else []
+        apply_trace_flags(data, trace_path, time_scale, trace_requests)
+        if rate_points and trace_path is not None:  # --rate and --trace together: the rate points, then the replay
+            data["load"] = [*rate_points, *data["load"]]
         data = apply_overrides(data, list(overrides))
         cfg = validate_config(pm, data, source)
         _preflight(cfg)

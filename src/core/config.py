@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from infermatrix.core.contexts import parse_context
 
@@ -27,6 +27,9 @@ __all__ = [
     "StoreConfig",
     "LoadConfig",
     "SearchConfig",
+    "TraceLoadConfig",
+    "AnyLoadConfig",
+    "LOAD_TAGS",
     "ConfigError",
     "load_config",
     "apply_overrides",
@@ -258,6 +261,45 @@ class SearchConfig(Strict):
         return self
 
 
+class TraceLoadConfig(Strict):
+    """One trace-replay point (``[[load]] kind = "trace"``, or ``--trace FILE``): a trace file's requests sent at
+    their timestamps × ``time_scale``, with their own lengths (docs/load.md, docs/workloads.md)."""
+
+    kind: Literal["trace"] = "trace"
+    arrival: Literal["trace"] = "trace"
+    path: str = Field(..., description="the trace file (Mooncake JSONL, Azure CSV, BurstGPT CSV)")
+    format: Literal["mooncake", "azure", "burstgpt"] | None = Field(None, description="default: from the file (.jsonl: mooncake; the CSV header)")
+    time_scale: float = Field(1.0, gt=0, description="every timestamp is multiplied by it: 0.5 replays twice as fast")
+    block_tokens: int = Field(512, gt=0, description="tokens per Mooncake hash_id block")
+    max_requests: int | None = Field(None, gt=0, description="replay only the first N requests (after skipped ones)")
+    max_duration_s: float | None = Field(None, gt=0, description="replay only the requests whose scaled time is below this")
+    max_in_flight: int | None = Field(None, gt=0, description="cap on requests in flight, as for a rate point")
+    seed: int | None = Field(None, description="seed of the prompts' token blocks; default matrix.seed")
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        return str(Path(v).expanduser().resolve())  # stored with the run: resume finds it from any directory
+
+    @model_validator(mode="after")
+    def _readable(self) -> "TraceLoadConfig":
+        from infermatrix.core.measure.traces import read_trace
+
+        read_trace(self.path, self.format, self.block_tokens)  # a TraceError (ValueError): one line, before the run
+        return self
+
+
+def _load_kind(v: Any) -> str:
+    if isinstance(v, dict):
+        return "trace_point" if v.get("kind") == "trace" or v.get("arrival") == "trace" else "rate_point"
+    return "trace_point" if isinstance(v, TraceLoadConfig) else "rate_point"
+
+
+# A ``[[load]]`` point: a rate point, or a trace replay (``kind = "trace"`` or ``arrival = "trace"``).
+LOAD_TAGS = ("rate_point", "trace_point")  # union tags pydantic puts in an error's location; validate_config drops them
+AnyLoadConfig = Annotated[Union[Annotated[LoadConfig, Tag("rate_point")], Annotated[TraceLoadConfig, Tag("trace_point")]], Discriminator(_load_kind)]
+
+
 class StoreConfig(Strict):
     db: str = "infermatrix.duckdb"
 
@@ -272,7 +314,7 @@ class RunConfig(Protocol):
     validity: ValidityConfig
     store: StoreConfig
     hardware: dict[str, Any]
-    load: list[LoadConfig]
+    load: list[LoadConfig | TraceLoadConfig]
     slo: dict[str, Any] | None
     workload: dict[str, Any]  # the [workload] table: the chosen workload's parameters
     search: SearchConfig | None

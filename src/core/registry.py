@@ -17,7 +17,8 @@ import pluggy
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from infermatrix.core.config import (
-    AUTO_KIND, AutoEngineConfig, ConfigError, EngineConfig, LoadConfig, SearchConfig, LoopConfig, MatrixConfig, RunConfig, StoreConfig, Strict,
+    AUTO_KIND, AnyLoadConfig, AutoEngineConfig, ConfigError, EngineConfig, LOAD_TAGS, LoopConfig, MatrixConfig, RunConfig, SearchConfig,
+    StoreConfig, Strict,
     ValidityConfig,
 )
 from infermatrix.core.engine.contract import Engine
@@ -110,7 +111,7 @@ def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
         hardware=(dict[str, Any], Field(default_factory=dict)),
         # [slo]: limits the run is judged by (infermatrix.core.slo.slo_from_table; docs/slo.md)
         slo=(dict[str, Any] | None, None),
-        load=(list[LoadConfig], Field(default_factory=list)),
+        load=(list[AnyLoadConfig], Field(default_factory=list)),
         # [workload]: the chosen workload's parameters (each workload plugin validates its own; docs/workloads.md)
         workload=(dict[str, Any], Field(default_factory=dict)),
         # [search]: the highest load that meets an SLO (infermatrix search; docs/load.md)
@@ -140,7 +141,7 @@ def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str 
     try:
         cfg = cast(RunConfig, model.model_validate(data))
     except ValidationError as exc:
-        raise ConfigError(_format_error(exc, source, set(engine_config_classes(pm)))) from None
+        raise ConfigError(_format_error(exc, source, set(engine_config_classes(pm)) | set(LOAD_TAGS))) from None
     try:
         name = workload_name(cfg.matrix, cfg.workload)
         if workload_plugins(pm) or name is not None:  # none at all is said when a run needs one

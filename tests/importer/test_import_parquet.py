@@ -29,6 +29,7 @@ ORDER = {
     "slo_limits": "run_id, slo, metric, percentile", "run_costs": "run_id",
     "points": "run_id, point", "point_requests": "run_id, point, request_no",
     "workload_passes": "run_id", "workload_requests": "run_id, request_no",
+    "trace_points": "run_id, point", "trace_requests": "run_id, point, request_no",
 }
 
 
@@ -48,6 +49,8 @@ def source_file(tmp_path_factory):
         save_workload_pass(s, a, {"workload": "multi-turn", "status": "valid", "params": {"turns": 2}, "implied_reuse": 0.4},
                            [{"request_no": t, "conversation": 0, "turn": t + 1, "ttft_ms": 5.0 + t, "outcome": "ok", "reply": "a b",
                              "messages": [{"role": "user", "content": "x"}] * (t + 1)} for t in range(2)])  # fmt: skip
+        save_point(s, a, {"point": 1, "arrival": "trace", "status": "valid", "trace": {"format": "mooncake", "replayed": 2}},
+                   [{"request_no": i, "request_id": f"t{i}", "trace_index": i, "shared_prefix_tokens": 512 * i} for i in range(2)])  # fmt: skip
         b, _, _ = fill_run(s, {"engine": "sglang"}, scale=1.3, seed=2, other=False)
         ref = import_page(s, Path(__file__).parent / "data" / "vllm-h200x4-qwen3.8-flash-next.txt").run_id
     return path, [a, b, ref]

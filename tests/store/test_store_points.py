@@ -50,3 +50,28 @@ def test_a_store_reopened_read_only_keeps_its_points(db_path):
         save_point(s, run, _point(0), _requests(1))
     with Store(db_path, read_only=True) as s:
         assert s.query("SELECT status FROM load_points")[1] == [("valid",)]
+
+
+def test_a_trace_point_saves_its_trace_rows_with_it_and_the_arrivals_view_counts_per_second(store):
+    """A trace point's trace_points / trace_requests rows go in its transaction, are replaced on re-save, leave
+    with the run, and trace_arrivals counts due and sent requests per second since the point's origin."""
+    run = store.create_run({"engine": "sim"})
+    trace = {"path": "/t/m.jsonl", "format": "mooncake", "sha256": "ab", "time_scale": 1.0, "in_file": 5, "replayed": 4,
+             "skipped_failed": 1, "shared_prefix_tokens": 512}  # fmt: skip
+    # Due at 0.2, 0.9, 1.5, 3.1 s after the origin (100.0); the second one sent late, in second 1.
+    due = [0.2, 0.9, 1.5, 3.1]
+    reqs = [{"request_no": i, "request_id": f"r{i}", "scheduled": 100 + d, "sent": 100 + d + (0.2 if i == 1 else 0.001),
+             "outcome": "ok", "trace_index": i + 1, "shared_prefix_tokens": 512 * (i == 2)} for i, d in enumerate(due)]  # fmt: skip
+    point = _point(0, arrival="trace", origin=100.0, trace=trace)
+    save_point(store, run, point, reqs)
+    _, got = store.query("SELECT replayed, skipped_failed, shared_prefix_tokens FROM trace_points WHERE run_id = ?", [run])
+    assert got == [(4, 1, 512)]
+    _, arr = store.query("SELECT second, requested, sent FROM trace_arrivals WHERE run_id = ? ORDER BY second", [run])
+    assert arr == [(0, 2, 1), (1, 1, 2), (3, 1, 1)]
+    save_point(store, run, point, reqs[:2])
+    assert store.query("SELECT count(*) FROM trace_requests WHERE run_id = ?", [run])[1][0][0] == 2
+    save_point(store, run, _point(0), _requests(2))  # re-run as a rate point: no trace rows left behind
+    assert store.query("SELECT count(*) FROM trace_points")[1][0][0] == 0 == store.query("SELECT count(*) FROM trace_requests")[1][0][0]
+    save_point(store, run, point, reqs)
+    store.delete_run(run)
+    assert store.query("SELECT count(*) FROM trace_requests")[1][0][0] == 0

@@ -27,6 +27,7 @@ from infermatrix.core.report.fmt import (  # re-exported: renderers and the CLI 
 )
 from infermatrix.core.report.openloop import load_point_rows
 from infermatrix.core.report.workload_report import WorkloadReport, load_workload_report
+from infermatrix.core.report.trace_report import load_trace_rows
 from infermatrix.core.report.slo_report import SloReport, load_slo_report
 from infermatrix.core.store import Store, StoreError
 
@@ -58,6 +59,7 @@ class ReportData:
     latency: list[dict[str, Any]] = field(default_factory=list)
     details: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
     points: list[dict[str, Any]] = field(default_factory=list)  # open-loop points (load_points view), in point order
+    traces: list[dict[str, Any]] = field(default_factory=list)  # trace-replay points with their arrivals (trace_report.py)
     slo: SloReport = field(default_factory=SloReport)  # SLO, capacity, frontier, engine statistics (docs/slo.md)
     workload: WorkloadReport = field(default_factory=WorkloadReport)  # a workload's own pass (docs/workloads.md)
 
@@ -143,6 +145,7 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
         latency=sorted(_rows(store, "SELECT * FROM latency_percentiles WHERE run_id = ?", run_id), key=_latency_order),
         details={(d["context_tokens"], d["concurrency"]): d for d in details},
         points=load_point_rows(store, run_id),
+        traces=load_trace_rows(store, run_id),
         slo=load_slo_report(store, [run_id]),
         workload=load_workload_report(store, run_id),
     )

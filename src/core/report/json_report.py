@@ -14,7 +14,7 @@ __all__ = ["render_json", "json_of", "REPORT_FORMAT", "REPORT_VERSION", "TOP_KEY
 REPORT_FORMAT = "infermatrix.report"
 REPORT_VERSION = 1
 # Top-level keys, always present (lists may be empty). Row keys are the views' columns.
-TOP_KEYS = ("format", "version", "run", "prefill", "decode", "latency", "slo")
+TOP_KEYS = ("format", "version", "run", "prefill", "decode", "latency", "slo", "trace")
 
 
 def _plain(v: Any) -> Any:
@@ -35,7 +35,9 @@ def json_of(d: ReportData) -> dict[str, Any]:
     ``run`` is the runs row (JSON columns as objects); ``prefill`` rows are prefill_list rows,
     ``decode`` rows are decode_matrix rows plus ``reason``, ``latency`` rows latency_percentiles rows;
     ``slo`` holds the rows of slo_cells, slo_capacity, frontier and cell_engine_stats (docs/slo.md), and of slo_search
-    and slo_search_probes (``search``, ``search_probes``; docs/load.md).
+    and slo_search_probes (``search``, ``search_probes``; docs/load.md);
+    ``trace`` one object per trace-replay point: its trace_points row, its load_points figures and
+    ``arrivals`` (trace_arrivals rows; docs/load.md).
     """
     decode = []
     for r in d.decode:
@@ -51,6 +53,7 @@ def json_of(d: ReportData) -> dict[str, Any]:
         "latency": _plain(d.latency),
         "slo": _plain({"cells": d.slo.cells, "capacity": d.slo.capacity, "frontier": d.slo.frontier, "engine_stats": d.slo.engine_stats,
                       "search": d.slo.search, "search_probes": d.slo.search_probes}),
+        "trace": _plain(d.traces),
     }
 
 

@@ -10,6 +10,7 @@ from rich.text import Text
 from infermatrix.core.report.data import ReportData, load_report
 from infermatrix.core.report.openloop import render_points
 from infermatrix.core.report.workload_report import render_workload
+from infermatrix.core.report.trace_report import render_traces
 from infermatrix.core.report.slo_report import slo_tables
 from infermatrix.core.report.layout import (
     LONG_COLUMNS,
@@ -176,7 +177,8 @@ def render_data(d: ReportData, console: Console) -> None:
     _matrix(console, d)
     slo_sections(console, slo_tables(d.slo))
     _long_table(console, d)
-    render_points(console, d.points, STATUS_STYLES)
+    render_points(console, [p for p in d.points if p["arrival"] != "trace"], STATUS_STYLES)  # trace points: their own section
+    render_traces(console, d.traces, STATUS_STYLES)
     render_workload(console, d.workload, STATUS_STYLES)
     if not (d.prefill or d.decode or d.points or d.workload.reuse):
         console.print()

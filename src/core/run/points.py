@@ -23,6 +23,7 @@ from infermatrix.core.measure.openloop import MonotonicClock, SendPlan, judge_po
 from infermatrix.core.run.matrix import MatrixRun
 from infermatrix.core.run.progress import RunProgress
 from infermatrix.core.run.steps import Phase
+from infermatrix.core.run.trace_point import is_trace, measure_trace_point, trace_label, trace_point_rows
 from infermatrix.core.store.points import done_points, save_point
 from infermatrix.core.types import RequestRecord
 
@@ -35,6 +36,8 @@ def point_context(cfg: RunConfig, lc: LoadConfig) -> int:
 
 
 def point_label(cfg: RunConfig, lc: LoadConfig) -> str:
+    if is_trace(lc):
+        return trace_label(lc)  # type: ignore[arg-type]
     cap = f" cap {lc.max_in_flight}" if lc.max_in_flight else ""
     return f"{lc.arrival}@{lc.rate:g}/s {format_context(point_context(cfg, lc))}{cap}"
 
@@ -62,30 +65,32 @@ async def run_point(mr: MatrixRun, progress: RunProgress, index: int, lc: LoadCo
     await _one_point(mr, progress, index, lc)
 
 
-async def _one_point(mr: MatrixRun, progress: RunProgress, index: int, lc: LoadConfig | None = None) -> None:
-    lc = lc if lc is not None else mr.cfg.load[index]
+async def _one_point(mr: MatrixRun, progress: RunProgress, index: int, lc: Any = None) -> None:
+    lc = lc if lc is not None else mr.cfg.load[index]  # a LoadConfig, or a TraceLoadConfig (trace_point.py)
     label = point_label(mr.cfg, lc)
     progress.cell(label)
     await mr.ensure_up()
     started_at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     state: dict[str, Any] = {}
     recover = False
+    # A trace replay (core/run/trace_point.py) is measured and judged by its own pair; saved like any point.
+    measure_point, point_rows = (measure_trace_point, trace_point_rows) if is_trace(lc) else (_measure_point, _point_rows)
 
     async def measure() -> None:
-        await _measure_point(mr, index, lc, state)
+        await measure_point(mr, index, lc, state)
 
     try:
         await guarded(mr.engine, mr.client, mr.transport, measure)
-        row, reqs = _point_rows(mr, index, lc, state, None, None)
+        row, reqs = point_rows(mr, index, lc, state, None, None)
     except EngineDown as down:
         reason, _ = await mr.went_down(down.why)
-        row, reqs = _point_rows(mr, index, lc, state, "error", reason)
+        row, reqs = point_rows(mr, index, lc, state, "error", reason)
         recover = True
     except StepFailed as exc:
-        row, reqs = _point_rows(mr, index, lc, state, "error", f"failed in {mr.phase.now}: {exc.why}")
+        row, reqs = point_rows(mr, index, lc, state, "error", f"failed in {mr.phase.now}: {exc.why}")
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
-            row, reqs = _point_rows(mr, index, lc, state, "interrupted", "run interrupted during this point (resume runs it again)")
+            row, reqs = point_rows(mr, index, lc, state, "interrupted", "run interrupted during this point (resume runs it again)")
             row.update(started_at=started_at, finished_at=dt.datetime.now(dt.UTC).replace(tzinfo=None))
             save_point(mr.store, mr.run_id, row, reqs)
         raise
@@ -95,7 +100,7 @@ async def _one_point(mr: MatrixRun, progress: RunProgress, index: int, lc: LoadC
     mr.phase("save")
     save_point(mr.store, mr.run_id, row, reqs)
     mr.cells[row["status"]] = mr.cells.get(row["status"], 0) + 1
-    detail = row["reason"] or (f"{row['achieved_rate']:.2f}/s achieved, lag p99 {row['lag_p99_ms']:.1f} ms, "
+    detail = row["reason"] or (f"{row.get('achieved_rate') or 0:.2f}/s achieved, lag p99 {row['lag_p99_ms']:.1f} ms, "
                                f"TTFT p50 {row['ttft_p50_ms'] or 0:,.0f} ms")  # fmt: skip
     progress.finished(label, row["status"], detail)
     if recover:

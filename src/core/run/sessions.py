@@ -30,7 +30,7 @@ from infermatrix.core.types import RequestRecord, WorkloadRequest
 
 __all__ = ["has_sessions", "run_sessions", "expected_cached", "DEFAULT_BLOCK_TOKENS"]
 
-DEFAULT_BLOCK_TOKENS = 16  # vLLM's default KV block, when neither the engine nor [workload] says
+DEFAULT_BLOCK_TOKENS = 16  # a common engine default KV block (docs/workloads.md), when neither the engine nor [workload] says
 
 
 def has_sessions(workload: Any) -> bool:

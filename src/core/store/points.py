@@ -10,6 +10,7 @@ from typing import Any
 
 from infermatrix.core.store.store import Bulk, Store
 from infermatrix.core.store.errors import StoreError
+from infermatrix.core.store.trace_store import trace_statements
 
 __all__ = ["POINT_STATUSES", "POINT_COLUMNS", "POINT_REQUEST_COLUMNS", "save_point", "done_points", "has_points"]
 
@@ -40,6 +41,7 @@ def save_point(store: Store, run_id: str, point: dict[str, Any], requests: list[
          [row.get(c) for c in POINT_COLUMNS]),
         (Bulk, ("point_requests", POINT_REQUEST_COLUMNS, reqs)),
     ]  # fmt: skip
+    statements += trace_statements(run_id, point, requests)  # a trace replay's own rows (trace.sql), same transaction
     store._require_run(run_id)
     store._transaction(f"load point {point['point']} of run {run_id}", statements)
 

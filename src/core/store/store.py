@@ -52,7 +52,8 @@ _HISTOGRAM_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "unit
 _PERCENTILE_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "percentile", "value_ms")
 _CHILD_TABLES = ("requests", "histograms", "histogram_percentiles")
 # Every table that holds a run's rows (keyed by run_id), runs last.
-RUN_TABLES = ("prefill", "prefill_samples", "cells", *_CHILD_TABLES, "slo_limits", "run_costs", "points", "point_requests", "workload_passes", "workload_requests", "runs")
+RUN_TABLES = ("prefill", "prefill_samples", "cells", *_CHILD_TABLES, "slo_limits", "run_costs", "points", "point_requests", "workload_passes",
+              "workload_requests", "trace_points", "trace_requests", "runs")
 
 
 class Bulk:

@@ -122,6 +122,8 @@ class SimProfile(Strict):
     prefill_base_ms: float = Field(2.0, ge=0)
     prefill_cached_tps: float = Field(0.0, ge=0, description="rate of walking the cached part of a prompt; 0: free")
     prefix_cache_tokens: int = Field(1_048_576, ge=0, description="LRU bound of the prefix cache; 0 turns it off")
+    record_prompt_blocks: bool = Field(False, description="keep each finished request's prompt block hashes for "
+                                       "/debug/truth?blocks=1 (tests of shared prefixes); off: dropped at the end, as memory")  # fmt: skip
     prefill_table: list[tuple[int, float]] | None = Field(None, description="[[new tokens, ms], ...]: measured prefill "
                                                           "time by uncached length, linear between rows, from (0, 0), at the last "
                                                           "row's slope beyond it; replaces prefill_tps and prefill_attn_ms")  # fmt: skip

@@ -113,7 +113,7 @@ class InfoRoutes:
             since_f = float(since) if since is not None else None
         except ValueError:
             return error_response(ApiError(400, "since must be a number (time.monotonic() seconds)", param="since"))
-        return json_response(self.sched.truth(since_f))
+        return json_response(self.sched.truth(since_f, blocks=request.query_params.get("blocks") in ("1", "true")))
 
     async def window(self, request: Request) -> Response:  # the engine's own record of [start, end] (record.py)
         try:

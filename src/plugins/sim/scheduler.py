@@ -216,7 +216,8 @@ class Scheduler:
         self.live.pop(seq, None)
         seq.finished = t
         seq.finish_reason = reason
-        seq.blocks = ()  # drop what a long truth record doesn't need
+        if not self.p.record_prompt_blocks:
+            seq.blocks = ()  # drop what a long truth record doesn't need
         seq.rng = seq.text = None
         self._admit()
 
@@ -424,9 +425,10 @@ class Scheduler:
         used = len(self.active_blocks) * self.bs + self.used_own
         return min(1.0, used / self.p.kv_tokens)
 
-    def truth(self, since: float | None = None) -> dict[str, Any]:
-        """Requests active at or after ``since`` (all when None), steps that started at or after it."""
-        reqs = [s.truth() for s in self.records if since is None or s.finished is None or s.finished >= since]
+    def truth(self, since: float | None = None, blocks: bool = False) -> dict[str, Any]:
+        """Requests active at or after ``since`` (all when None), steps that started at or after it; with
+        ``blocks``, each request's prompt block hashes too (``GET /debug/truth?blocks=1``)."""
+        reqs = [s.truth(blocks) for s in self.records if since is None or s.finished is None or s.finished >= since]
         steps = [
             {"t_start": a, "duration_s": d, "planned_s": pl, "batch_size": b, "tokens": n, "lag_s": lag}
             for a, d, pl, b, n, lag in self.steps

@@ -77,9 +77,9 @@ class Seq:
         out, self.out = self.out, []
         return out
 
-    def truth(self) -> dict[str, Any]:
+    def truth(self, blocks: bool = False) -> dict[str, Any]:
         em = self.emissions
-        return {
+        out: dict[str, Any] = {
             "id": self.id, "request_id": self.request_id, "api": self.api, "prompt_tokens": self.prompt_tokens,
             "cached_tokens": self.cached_tokens, "max_tokens": self.max_tokens, "arrived": self.arrived, "received": self.received,
             "accepted": self.accepted, "admitted": self.admitted, "prefill_start": self.prefill_start, "prefill_end": self.prefill_end, "joined": self.joined,
@@ -87,3 +87,6 @@ class Seq:
             "output_tokens": self.generated, "finished": self.finished, "finish_reason": self.finish_reason,
             "aborted": self.aborted, "looped": self.looped, "loop_after": self.loop_after, "state": self.state,
         }  # fmt: skip
+        if blocks:  # the prompt's chain hashes, one per full KV block: equal leading hashes = the same leading tokens
+            out["blocks"] = list(self.blocks)
+        return out

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from infermatrix.plugins.traces import TraceError, read_trace
+from infermatrix.core.measure.traces import TraceError, read_trace
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_sample_traces.py"
 
