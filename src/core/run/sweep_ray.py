@@ -63,6 +63,8 @@ def sweep_task(config: dict[str, Any], run_id: str, source: str, node_dir: str |
 
     node = f"{ray.util.get_node_ip_address()} ({platform.node()})"
     board.put({"run_id": run_id, "node": node, "node_id": ray.get_runtime_context().get_node_id()})
+    if node_dir:
+        Path(node_dir).mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix=f"infermatrix-sweep-{run_id}-", dir=node_dir))
     ray_sigint = signal.getsignal(signal.SIGINT)
     try:
