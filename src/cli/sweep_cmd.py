@@ -83,6 +83,12 @@ def _run(pm, configs, store, use_ray: bool, address, gpus: float, resource, node
             run_local_sweep(pm, entries, store, err)
     except KeyboardInterrupt:  # between two steps of the sweep itself: what is stored stays
         pass
+    except Exception as exc:  # a bug, or the Ray cluster gone: what was merged stays; the summary says what is missing
+        err.print(f"[bold red]error:[/] sweep stopped: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
+                  highlight=False, soft_wrap=True)  # fmt: skip
+        for entry in entries:
+            if entry.status not in ("completed", "failed", "interrupted", "lost", "not started"):
+                entry.status, entry.error = "failed", f"the sweep stopped before it came back ({type(exc).__name__})"
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the summary is printed whatever happens now
     code = sweep_exit_code(entries)
     Console().print(summary_table(store, entries, show_node=use_ray))

@@ -62,7 +62,10 @@ def sweep_task(config: dict[str, Any], run_id: str, source: str, node_dir: str |
     from infermatrix.core.store.parquet import export_runs
 
     node = f"{ray.util.get_node_ip_address()} ({platform.node()})"
-    board.put({"run_id": run_id, "node": node, "node_id": ray.get_runtime_context().get_node_id()})
+    try:
+        board.put({"run_id": run_id, "node": node, "node_id": ray.get_runtime_context().get_node_id()}, timeout=10)
+    except Exception:  # the note is for the caller's progress lines only; the run does not depend on it
+        pass
     if node_dir:
         Path(node_dir).mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix=f"infermatrix-sweep-{run_id}-", dir=node_dir))
@@ -138,7 +141,12 @@ class _Sweep:
         self.ray, self.entries, self.store, self.console, self.settings = ray, entries, store, console, settings
         from ray.util.queue import Queue
 
-        self.board = Queue(actor_options={"num_cpus": 0})  # tasks say where they started
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        # Tasks say where they started through this queue; it lives on the caller's node, so that losing a
+        # worker node never takes it down with it.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self.board: Any = Queue(actor_options={"num_cpus": 0, "scheduling_strategy": here})
         if settings.resource == GPU:
             needs: dict[str, Any] = {"num_gpus": settings.gpus_per_run}
         else:
@@ -149,13 +157,26 @@ class _Sweep:
         }
         for e in entries:
             e.status = "queued"
+        self.t0 = time.monotonic()
+
+    def _say(self, text: str) -> None:
+        self.console.print(f"  [{time.monotonic() - self.t0:6.1f} s] {text}", highlight=False, markup=False)
 
     def drain_board(self) -> None:
-        for note in self.board.get_nowait_batch(self.board.qsize()) if self.board.qsize() else []:
+        from ray import exceptions as rex
+
+        if self.board is None:
+            return
+        try:
+            notes = self.board.get_nowait_batch(self.board.qsize()) if self.board.qsize() else []
+        except rex.RayError as exc:  # only the start notes are lost; results come back without it
+            self._say(f"warning: start notes unavailable ({type(exc).__name__})")
+            self.board, notes = None, []
+        for note in notes:
             entry = next((e for e in self.entries if e.run_id == note["run_id"]), None)
             if entry is not None:
                 entry.status, entry.node = "running", note["node"]
-                self.console.print(f"  run {entry.run_id} ({entry.source}) started on {note['node']} · node id {note['node_id']}", highlight=False)
+                self._say(f"run {entry.run_id} ({entry.source}) started on {note['node']} · node id {note['node_id']}")
 
     def collect(self, timeout: float | None) -> None:
         """Land every result that arrives within ``timeout`` seconds (None: until all are in)."""
@@ -180,8 +201,7 @@ class _Sweep:
             _lost(self.store, entry, exc)
         except rex.RayError as exc:  # a failure inside the task, outside the run's own handling
             entry.status, entry.error = "failed", str(exc).strip().splitlines()[-1][:300]
-        state = entry.status if entry.status != LOST else "[red]lost[/]"
-        self.console.print(f"  run {entry.run_id} ({entry.source}): {state}" + (f" — {entry.error.splitlines()[0]}" if entry.error else ""), highlight=False)
+        self._say(f"run {entry.run_id} ({entry.source}): {entry.status}" + (f" — {entry.error.splitlines()[0]}" if entry.error else ""))
 
     def _land_or_fail(self, entry: SweepEntry, result: dict[str, Any]) -> None:
         try:
