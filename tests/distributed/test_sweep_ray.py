@@ -99,6 +99,26 @@ def test_four_configs_over_two_nodes_land_four_runs_in_one_database(cluster, tmp
     _no_engine_left(tmp_path)
 
 
+def test_a_run_no_node_can_hold_is_one_line_not_a_hang(cluster, tmp_path):
+    cfg = sim_config(tmp_path / "a.toml", "a", [1])
+    args = _sweep_args(cluster, tmp_path, [cfg])
+    for extra, says in ((["--gpus-per-run", "2"], "no node of the Ray cluster has 2 gpu (the most on one node: 1"),
+                        (["--gpu-resource", "h200"], "no node of the Ray cluster has 1 h200")):  # fmt: skip
+        proc = run_cli(*_swap(args, extra), cwd=tmp_path, timeout=120)
+        assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert rows(tmp_path / "sweep.duckdb", "SELECT count(*) FROM runs") == [(0,)]
+
+
+def _swap(args: list[str], extra: list[str]) -> list[str]:
+    """The sweep's arguments with ``extra``'s option replacing the one given (or added)."""
+    out = list(args)
+    if extra[0] in out:
+        out[out.index(extra[0]) + 1] = extra[1]
+    else:
+        out += extra
+    return out
+
+
 def _first_cell_stored(tmp_path: Path, run_id: str) -> bool:
     """The run's console log on its node says a cell is stored: it is mid-run."""
     return any("decode 1K × 1 " in p.read_text() for p in (tmp_path / "nodes").glob(f"*{run_id}*/console.log"))

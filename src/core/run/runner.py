@@ -57,9 +57,8 @@ async def execute_run(
     """Run the whole matrix; every finished cell is committed before the next starts.
 
     ``run_id`` resumes a stored run: only its missing cells run (and its ``error`` cells too with
-    ``retry_errors``). ``new_run_id_as`` gives a new run the id chosen by its caller (a sweep names its runs
-    before they start, so a run lost with its node is known by id). Raises :class:`ConfigError` for user
-    mistakes found before the run exists.
+    ``retry_errors``). ``new_run_id_as``: a new run's id, chosen by its caller (a sweep's runs are named before
+    they start). Raises :class:`ConfigError` for user mistakes found before the run exists.
     """
     m = cfg.matrix
     sig = _Signals()

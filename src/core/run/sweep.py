@@ -8,6 +8,7 @@ process; the Ray sweep (``sweep_ray``) runs each as a Ray task on a node with th
 
 from __future__ import annotations
 
+import functools
 import platform
 import signal
 from dataclasses import dataclass
@@ -71,7 +72,7 @@ def run_local_sweep(pm: pluggy.PluginManager, entries: list[SweepEntry], store: 
         # Between runs (and before the run's own watcher is up) SIGTERM is a Ctrl-C, as for `infermatrix run`.
         signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
-            outcome = anyio.run(lambda e=entry: execute_run(pm, e.cfg, store, console, new_run_id_as=e.run_id))
+            outcome = anyio.run(functools.partial(execute_run, pm, entry.cfg, store, console, new_run_id_as=entry.run_id))
         except KeyboardInterrupt:
             entry.status, entry.in_db = "interrupted", store.get_run(entry.run_id) is not None
             return

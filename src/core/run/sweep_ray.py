@@ -35,7 +35,19 @@ STOP_WAIT_S = 180.0  # after Ctrl-C: how long the caller waits for the interrupt
 
 
 class RayMissing(Exception):
-    """``--ray`` without Ray installed."""
+    """``--ray`` without Ray installed, or a cluster where no node has what a run asks for."""
+
+
+def _check_fits(ray: Any, settings: RaySettings) -> None:
+    """A run that no live node can hold would wait forever (Ray queues it as infeasible): say so instead."""
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    best = max((float(n.get("Resources", {}).get(settings.resource, 0)) for n in alive), default=0.0)
+    if best < settings.gpus_per_run:
+        have = sorted({k for n in alive for k in n.get("Resources", {}) if not k.startswith("node:") and "_group_" not in k})
+        raise RayMissing(
+            f"no node of the Ray cluster has {settings.gpus_per_run:g} {settings.resource} (the most on one node: {best:g}; "
+            f"resources there: {', '.join(have)}); see --gpus-per-run and --gpu-resource"
+        )
 
 
 @dataclass
@@ -223,6 +235,7 @@ def run_ray_sweep(entries: list[SweepEntry], store: Store, console: Console, set
     ray.init(address=settings.address, log_to_driver=False, configure_logging=False)
     try:
         where = ray.get_runtime_context().gcs_address
+        _check_fits(ray, settings)
         console.print(f"Ray cluster at {where} ({time.monotonic() - t0:.1f} s to connect): "
                       f"{len(entries)} run(s), each asking for {settings.gpus_per_run:g} {settings.resource}", highlight=False)  # fmt: skip
         sweep = _Sweep(ray, entries, store, console, settings)
