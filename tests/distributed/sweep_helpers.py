@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
+from imxtest import in_ci
 
 
 def sim_config(path: Path, name: str, concurrency: list[int], duration_s: float = 1.0) -> Path:
@@ -34,3 +36,12 @@ def runs_by_name(db: Path) -> dict[str, dict[str, Any]]:
         cells = dict(rows(db, "SELECT status, count(*) FROM cells WHERE run_id = ? GROUP BY status", rid))
         out[name] = {"run_id": rid, "status": status, "error": error, "cells": cells}
     return out
+
+
+def need_ray(ray: Any) -> None:
+    """The Ray tests cannot run without Ray: skip on a developer's machine, FAIL under CI=true (the test extra
+    lists ray, so its absence there is a broken set-up, and a skip would be a check that cannot fail)."""
+    if ray is None:
+        if in_ci():
+            pytest.fail("ray is not installed under CI=true: the test extra lists it (pip install -e '.[test]')", pytrace=False)
+        pytest.skip("ray not installed (pip install 'infermatrix[ray]'): the Ray sweep tests need a local Ray cluster")

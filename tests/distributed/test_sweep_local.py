@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from imxtest import free_port, processes_mentioning, run_cli
 from reliability.rel_helpers import Cli
-from sweep_helpers import rows, runs_by_name, sim_config
+from sweep_helpers import need_ray, rows, runs_by_name, sim_config
 
 from infermatrix.cli import _add_builtin_commands, cli
 from infermatrix.core.run.sweep import LOST, NOT_STARTED, SweepEntry, sweep_exit_code
@@ -47,6 +47,16 @@ def test_ray_missing_is_one_line_naming_the_extra(tmp_path, monkeypatch):
     result = _invoke(str(cfg), "--ray", "--db", str(tmp_path / "s.duckdb"))
     assert result.exit_code == 2 and "pip install 'infermatrix[ray]'" in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_ray_missing_skips_here_and_fails_under_ci(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="ray not installed"):
+        need_ray(None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="ray is not installed under CI=true"):
+        need_ray(None)
+    need_ray(object())  # installed: nothing happens
 
 
 def test_exit_code_says_the_worst_outcome():

@@ -19,32 +19,22 @@ from pathlib import Path
 
 import psutil
 import pytest
-from imxtest import in_ci, processes_mentioning, run_cli
+from imxtest import processes_mentioning, run_cli
 from reliability.rel_helpers import Cli
-from sweep_helpers import rows, runs_by_name, sim_config
+from sweep_helpers import need_ray, rows, runs_by_name, sim_config
 
 pytestmark = pytest.mark.slow
-
-try:
-    import ray
-    from ray.cluster_utils import Cluster
-except ImportError:
-    ray = None
 
 GPU_NODES = 2
 STARTED = re.compile(r"run (\w{8}) \((\S+)\) started on .* node id (\w+)")
 
 
-def _need_ray() -> None:
-    if ray is None:
-        if in_ci():
-            pytest.fail("ray is not installed under CI=true: the test extra lists it (pip install -e '.[test]')", pytrace=False)
-        pytest.skip("ray not installed (pip install 'infermatrix[ray]'): the Ray sweep tests need a local Ray cluster")
-
-
 @pytest.fixture(scope="module")
 def cluster():
-    _need_ray()
+    try:  # imported here, not at collection: `import ray` costs a second or two, and the fast loop collects this file
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        need_ray(None)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     t0 = time.monotonic()
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
