@@ -55,12 +55,13 @@ class _Signals:
 
 async def execute_run(
     pm: pluggy.PluginManager, cfg: RunConfig, store: Store, console: Console, *,
-    run_id: str | None = None, retry_errors: bool = False,
+    run_id: str | None = None, retry_errors: bool = False, new_run_id_as: str | None = None,
 ) -> RunOutcome:
     """Run the whole matrix; every finished cell is committed before the next starts.
 
     ``run_id`` resumes a stored run: only its missing cells run (and its ``error`` cells too with
-    ``retry_errors``). Raises :class:`ConfigError` for user mistakes found before the run exists.
+    ``retry_errors``). ``new_run_id_as``: a new run's id, chosen by its caller (a sweep's runs are named before
+    they start). Raises :class:`ConfigError` for user mistakes found before the run exists.
     """
     m = cfg.matrix
     sig = _Signals()
@@ -98,7 +99,7 @@ async def execute_run(
         created = False
         try:
             with work:
-                run_id, engine, todo = await _open_run(pm, cfg, store, client, run_id, retry_errors)
+                run_id, engine, todo = await _open_run(pm, cfg, store, client, run_id, retry_errors, new_run_id_as)
                 outcome.run_id = run_id
                 if todo is None or engine is None:
                     outcome.status, outcome.nothing_to_do = "completed", True
@@ -156,6 +157,7 @@ async def execute_run(
 
 async def _open_run(
     pm: pluggy.PluginManager, cfg: RunConfig, store: Store, client: httpx.AsyncClient, run_id: str | None, retry_errors: bool,
+    new_run_id_as: str | None = None,
 ) -> tuple[str, Engine | None, tuple[list[int], list[tuple[int, int]]] | None]:
     """Check what can be checked, then create (or reopen) the run and its engine object."""
     m = cfg.matrix
@@ -185,7 +187,7 @@ async def _open_run(
             return run_id, None, None
         new = False
     else:
-        run_id = new_run_id()
+        run_id = new_run_id_as or new_run_id()
         todo = (list(m.prefill_contexts), cells)
         new = True
     workdir = store.run_dir(run_id)
