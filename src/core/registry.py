@@ -17,7 +17,7 @@ import pluggy
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from infermatrix.core.config import (
-    AUTO_KIND, AutoEngineConfig, ConfigError, EngineConfig, LoadConfig, LoopConfig, MatrixConfig, RunConfig, StoreConfig, Strict,
+    AUTO_KIND, AutoEngineConfig, ClientConfig, ConfigError, EngineConfig, LoadConfig, LoopConfig, MatrixConfig, RunConfig, StoreConfig, Strict,
     ValidityConfig,
 )
 from infermatrix.core.engine.contract import Engine
@@ -111,6 +111,8 @@ def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
         # [slo]: limits the run is judged by (infermatrix.core.slo.slo_from_table; docs/slo.md)
         slo=(dict[str, Any] | None, None),
         load=(list[LoadConfig], Field(default_factory=list)),
+        # [client]: where the streams run, this host or Ray actors (docs/distributed.md)
+        client=(ClientConfig, Field(default_factory=ClientConfig)),
     )
 
 

@@ -116,6 +116,7 @@ def apply_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
         con.execute(_sql("views.sql"))
         con.execute(_sql("slo_views.sql"))
         con.execute(_sql("load.sql"))  # open-loop points (issue 20): their own file, so schema.sql merges stay simple
+        con.execute(_sql("hosts.sql"))  # client hosts of Ray cells (issue 21; docs/distributed.md)
         if version != SCHEMA_VERSION:
             con.execute(
                 "INSERT OR REPLACE INTO schema_version VALUES (?, ?)",

@@ -28,7 +28,7 @@ MANIFEST = "manifest.json"
 # The run columns that tell two runs with the same id apart (ids are random, 2^32 of them).
 _IDENTITY = ("engine", "model", "host", "started_at", "source")
 # Tables an export written by an older infermatrix may not have (added after export v1 began).
-_OPTIONAL_TABLES = frozenset({"prefill_samples", "slo_limits", "run_costs", "points", "point_requests"})  # tables newer than the first exports
+_OPTIONAL_TABLES = frozenset({"prefill_samples", "slo_limits", "run_costs", "points", "point_requests", "cell_host_stats"})  # tables newer than the first exports
 
 
 @dataclass
