@@ -8,20 +8,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from imxtest import in_ci
+from raykit import require_ray
 
 NODES = 3
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # Ray's floor is 75 MiB; the tests ship only small records
-
-
-def require_ray():
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        why = "ray is not installed (pip install -e '.[test]' installs it)"
-        if in_ci():
-            pytest.fail(f"ray missing under CI=true: {why}", pytrace=False)
-        pytest.skip(why)
 
 
 @pytest.fixture(scope="session")
