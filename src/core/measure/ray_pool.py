@@ -12,6 +12,7 @@ The coordinator only starts, polls (every 50 ms, off the streams' path) and stop
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from typing import Any, Callable
 
@@ -41,7 +42,7 @@ def ray_module(address: str | None) -> Any:
         raise RayUnavailable("[client] backend = \"ray\" needs Ray: pip install 'infermatrix[ray]'") from None
     if not ray.is_initialized():
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RayUnavailable(f"cannot reach Ray at {address or 'a local cluster'}: {str(exc).splitlines()[0]}") from None
     return ray
