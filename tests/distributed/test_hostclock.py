@@ -123,3 +123,20 @@ def test_default_config_is_local_and_the_client_table_is_strict():
     assert ClientConfig().backend == "local"
     with pytest.raises(ValueError):
         ClientConfig(backend="ray", adress="x")  # type: ignore[call-arg]
+
+
+def test_an_unreachable_or_malformed_ray_address_is_one_line_not_a_minutes_long_hang():
+    import socket
+
+    from infermatrix.core.config import ConfigError
+    from infermatrix.core.measure.ray_pool import _check_reachable
+
+    with socket.socket() as s:  # a port nobody listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"cannot reach Ray at 127.0.0.1:{port}"):
+            _check_reachable(f"127.0.0.1:{port}", timeout_s=2)
+    with pytest.raises(ConfigError, match="expected HOST:PORT"):
+        _check_reachable("head")
+    _check_reachable(None)
+    _check_reachable("auto")

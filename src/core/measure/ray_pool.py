@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import socket
 import time
 from typing import Any, Callable
 
@@ -41,11 +42,25 @@ def ray_module(address: str | None) -> Any:
     except ImportError:
         raise RayUnavailable("[client] backend = \"ray\" needs Ray: pip install 'infermatrix[ray]'") from None
     if not ray.is_initialized():
+        _check_reachable(address)  # ray.init retries an unreachable GCS for minutes: say so in seconds instead
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RayUnavailable(f"cannot reach Ray at {address or 'a local cluster'}: {str(exc).splitlines()[0]}") from None
     return ray
+
+
+def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
+    """A ``host:port`` (or ``ray://host:port``) address must accept a TCP connection; "auto" and None are Ray's to find."""
+    if not address or address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise RayUnavailable(f"client.ray_address {address!r}: expected HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise RayUnavailable(f"cannot reach Ray at {address}: {exc.strerror or exc}; is the cluster running (ray start --head)?") from None
 
 
 @dataclasses.dataclass
