@@ -44,7 +44,7 @@ def sim_factory(tmp_path):
 # Starting a Python process (the CLI, a sim server) costs a second or more on a loaded 2-core machine;
 # such tests are `slow`. Tests using these fixtures are marked slow here; any other test that starts
 # a process without the mark fails, saying so (so the fast loop stays fast as tests are added).
-PROCESS_FIXTURES = {"sim_server", "tiny", "sim_factory", "sim_run_db", "sim_db", "vllm_server"}
+PROCESS_FIXTURES = {"sim_server", "tiny", "sim_factory", "sim_run_db", "sim_db", "vllm_server", "ray_cluster"}
 SLOW_HINT = "this test starts a process ({}): mark it @pytest.mark.slow (the fast loop, pytest -m 'not slow', starts none)"
 
 

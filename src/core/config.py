@@ -30,6 +30,7 @@ __all__ = [
     "TraceLoadConfig",
     "AnyLoadConfig",
     "LOAD_TAGS",
+    "ClientConfig",
     "ConfigError",
     "load_config",
     "apply_overrides",
@@ -182,6 +183,18 @@ class MatrixConfig(Strict):
         return self
 
 
+class ClientConfig(Strict):
+    """Where the client's streams run (docs/distributed.md): this host (worker processes above
+    ``matrix.client_workers_above`` streams), or Ray actors spread over a cluster's hosts."""
+
+    backend: Literal["local", "ray"] = Field("local", description="local: this host; ray: every decode cell's streams on Ray actors (pip install 'infermatrix[ray]')")
+    ray_address: str | None = Field(None, description="the Ray cluster to attach to (e.g. ray://head:10001 or head:6379); unset: start or attach a local Ray")
+    hosts: int = Field(0, ge=0, description="actors per cell, stream i to actor i mod hosts; 0: one per alive Ray node")
+    placement: Literal["spread", "default"] = Field("spread", description="spread: one actor per node where the cluster allows (Ray's SPREAD); default: Ray's own packing")
+    actor_cpus: float = Field(1.0, ge=0, description="CPUs each actor reserves (1 with one-CPU nodes puts each on its own node)")
+    clock_pings: int = Field(20, ge=1, description="ping exchanges per clock estimate (before and after each cell; the shortest round trip is used)")
+
+
 class LoopConfig(Strict):
     """Loop detection settings (the ``detect_loop`` hook reads these)."""
 
@@ -318,6 +331,7 @@ class RunConfig(Protocol):
     slo: dict[str, Any] | None
     workload: dict[str, Any]  # the [workload] table: the chosen workload's parameters
     search: SearchConfig | None
+    client: ClientConfig
 
     def model_dump(self, *, mode: str = "python") -> dict[str, Any]: ...
 

@@ -17,8 +17,8 @@ import pluggy
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from infermatrix.core.config import (
-    AUTO_KIND, AnyLoadConfig, AutoEngineConfig, ConfigError, EngineConfig, LOAD_TAGS, LoopConfig, MatrixConfig, RunConfig, SearchConfig,
-    StoreConfig, Strict,
+    AUTO_KIND, AnyLoadConfig, AutoEngineConfig, ClientConfig, ConfigError, EngineConfig, LOAD_TAGS, LoopConfig, MatrixConfig, RunConfig,
+    SearchConfig, StoreConfig, Strict,
     ValidityConfig,
 )
 from infermatrix.core.engine.contract import Engine
@@ -116,6 +116,8 @@ def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
         workload=(dict[str, Any], Field(default_factory=dict)),
         # [search]: the highest load that meets an SLO (infermatrix search; docs/load.md)
         search=(SearchConfig | None, None),
+        # [client]: where the streams run, this host or Ray actors (docs/distributed.md)
+        client=(ClientConfig, Field(default_factory=ClientConfig)),
     )
 
 

@@ -30,6 +30,7 @@ ORDER = {
     "points": "run_id, point", "point_requests": "run_id, point, request_no",
     "workload_passes": "run_id", "workload_requests": "run_id, request_no",
     "trace_points": "run_id, point", "trace_requests": "run_id, point, request_no",
+    "cell_host_stats": "run_id, context_tokens, concurrency, host",
 }
 
 

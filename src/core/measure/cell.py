@@ -13,10 +13,11 @@ import pluggy
 
 from infermatrix.core.measure import histograms
 from infermatrix.core.measure.client import encode_body, endpoint_path, request_body, stream_request
-from infermatrix.core.config import LoopConfig, MatrixConfig
+from infermatrix.core.config import ClientConfig, LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
 from infermatrix.core.measure.admission import EngineSample, client_in_flight_flags, judge_admission
 from infermatrix.core.measure.batch import window_batch
+from infermatrix.core.measure.hosts import host_numbers, host_reasons, merged_histograms
 from infermatrix.core.measure.inflight import ClientCounts
 from infermatrix.core.measure.engine_stats import counter_deltas
 from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
@@ -49,8 +50,8 @@ class _LiveCell:
     by_stream: list[list[RequestRecord]] = field(default_factory=list)
     dead: set[int] = field(default_factory=set)  # streams that gave up (too many failures in a row)
     closing: bool = False  # the window has closed: no stream starts another request
-    workers: int = 0  # worker processes (0: the streams run in this process)
-    pool: WorkerPool | None = None
+    workers: int = 0  # worker processes or Ray actors (0: the streams run in this process)
+    pool: Any = None  # workers.WorkerPool, or ray_pool.RayPool
     ramp_ok: bool = True
     steady: Any = None
     window_start: float = 0.0
@@ -88,6 +89,7 @@ class CellRunner:
     prefill_rates: PrefillRates = field(default_factory=PrefillRates)  # measured prefill rates: size warm-ups
     watch: Any = None  # the run's WatchedTransport: the raw transport reports its connect failures there too
     warmth: WarmCache = field(default_factory=lambda: WarmCache(None))  # which prompts are still warm (the run sets kv_tokens)
+    client_hosts: ClientConfig = field(default_factory=ClientConfig)  # [client]: this host, or Ray actors (docs/distributed.md)
 
     def __post_init__(self) -> None:
         self.gauges = EngineGauges(self.client, self.base_url, self.headers, self.traits.metrics)
@@ -95,6 +97,7 @@ class CellRunner:
         # Streams go through the raw asyncio reader or httpx: matrix.transport, "auto" by default (transport_choice.py).
         self.transport = choose_transport(self.matrix.transport, self.base_url)
         self.streams: Any = self.client
+        self.clock_history: dict[str, list[Any]] = {}  # Ray hosts' clock estimates over the run (measure/ray_pool.py): the drift fit
         if self.transport.used == "raw":
             self.streams = RawClient(connect_timeout_s=self.matrix.connect_timeout_s, idle_timeout_s=self.matrix.idle_timeout_s, watch=self.watch)
 
@@ -184,14 +187,29 @@ class CellRunner:
         live = _LiveCell(n)
         self.live_records = live.records  # the runner keeps these when the cell is cut short (signal, engine down)
         # Above matrix.client_workers_above streams the streams run in worker processes (docs/performance.md).
-        live.workers = worker_count(n, self.matrix.client_workers_above, self.matrix.client_workers)
-        if live.workers:
-            live.pool = WorkerPool(self._worker_spec(context_tokens, prompts), live.workers, live.records, self.on_tokens)
+        if self.client_hosts.backend == "ray":  # every cell's streams on Ray actors (measure/ray_pool.py; Ray imported only there)
+            await self._open_ray_pool(live, context_tokens, prompts)
+        else:
+            live.workers = worker_count(n, self.matrix.client_workers_above, self.matrix.client_workers)
+            if live.workers:
+                live.pool = WorkerPool(self._worker_spec(context_tokens, prompts), live.workers, live.records, self.on_tokens)
         self._phase("metrics")
         before = await self.gauges.read()
         await self._hold_streams(live, context_tokens, prompts)
         await self._close_streams()
         return await self._conclude(live, context_tokens, prompts, started_at, before)
+
+    async def _open_ray_pool(self, live: _LiveCell, context_tokens: int, prompts: list[Prompt]) -> None:
+        from infermatrix.core.measure.ray_pool import RayPool, ray_module
+
+        self._phase("ray actors")
+        k = self.client_hosts.hosts
+        if k <= 0:
+            ray = await anyio.to_thread.run_sync(ray_module, self.client_hosts.ray_address)
+            k = max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
+        live.workers = min(k, live.n)
+        live.pool = RayPool(self._worker_spec(context_tokens, prompts), live.workers, live.records, self.on_tokens, self.client_hosts, self.clock_history)
+        await live.pool.open()
 
     def _stream_worker(self, live: _LiveCell, context_tokens: int, prompts: list[Prompt]) -> Callable[[int], Any]:
         """Stream i's closed loop in this process: send, restart when it ends, until the window closes."""
@@ -309,7 +327,27 @@ class CellRunner:
             )
             result.flags["client"] = {**verdict.as_dict(), "worker_processes": live.workers}
             result.status, result.reason = settle_status(result.status, result.reason, verdict, result.flags.get("admission"))
+        if hasattr(pool, "host_flags"):
+            self._judge_hosts(result, live)
         return result
+
+    def _judge_hosts(self, result: CellResult, live: _LiveCell) -> None:
+        """Ray actors: per-host numbers and clocks, the histograms merged from the hosts', and one slow or badly
+        timed host makes the cell client_bound naming it (measure/hosts.py)."""
+        pool, window = live.pool, (live.window_start, live.window_end)
+        hosts = host_numbers(pool.host_flags(), live.workers, live.records, window, pool.host_loads, pool.host_ticks)
+        result.histograms = merged_histograms(hosts)
+        result.flags["hosts"] = hosts
+        result.flags["client_backend"] = "ray"
+        if pool.failures and result.status == "valid":
+            result.status, result.reason = "error", "; ".join(pool.failures)
+        why = host_reasons(hosts, window) if live.ramp_ok else []
+        if why:
+            result.flags.setdefault("client", {})["hosts_why"] = why
+            if result.status == "valid":
+                result.status, result.reason = "client_bound", "; ".join(why)
+            elif result.status == "client_bound":
+                result.reason = "; ".join(x for x in (result.reason, *why) if x)
 
     def _first_body(self, prompt: Prompt, i: int, n: int) -> bytes | None:
         """Stream ``i``'s first request, shortened so the streams' ends spread out (measure/stagger.py); None when

@@ -32,7 +32,7 @@ from infermatrix.core.measure.client import stream_request
 from infermatrix.core.measure.selfcheck import ClientLoad, ClientMonitor
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["MAX_CONSECUTIVE_FAILURES", "run_stream", "worker_count", "WorkerSpec", "WorkerPool"]
+__all__ = ["MAX_CONSECUTIVE_FAILURES", "run_stream", "worker_count", "worker_loop", "split_spec", "WorkerSpec", "WorkerPool"]
 
 # A stream that fails this many times in a row stops; the cell is then an error, not a hang.
 MAX_CONSECUTIVE_FAILURES = 3
@@ -110,16 +110,22 @@ async def _read_frame(stream: ByteReceiveStream, buf: bytearray) -> Any:
     return obj
 
 
+def split_spec(spec: WorkerSpec, k: int) -> list[WorkerSpec]:
+    """Stream ``i`` to worker ``i mod k``."""
+
+    def mine(d: dict[int, Any], w: int) -> dict[int, Any]:
+        return {i: v for i, v in d.items() if i % k == w}
+
+    return [WorkerSpec(spec.url, spec.transport, spec.connect_timeout_s, spec.idle_timeout_s, mine(spec.streams, w),
+                       mine(spec.headers, w), spec.keep_text, mine(spec.id_template, w), spec.count_path,
+                       mine(spec.first, w)) for w in range(k)]  # fmt: skip
+
+
 class WorkerPool:
     """The parent's side: start K workers, collect their records into ``records``, stop them."""
 
     def __init__(self, spec: WorkerSpec, k: int, records: list[RequestRecord], on_tokens: Callable[[int], None] | None = None):
-        def mine(d: dict[int, Any], w: int) -> dict[int, Any]:
-            return {i: v for i, v in d.items() if i % k == w}
-
-        self.specs = [WorkerSpec(spec.url, spec.transport, spec.connect_timeout_s, spec.idle_timeout_s, mine(spec.streams, w),
-                                 mine(spec.headers, w), spec.keep_text, mine(spec.id_template, w), spec.count_path,
-                                 mine(spec.first, w)) for w in range(k)]  # fmt: skip
+        self.specs = split_spec(spec, k)
         self.records = records
         self.on_tokens = on_tokens
         self.started: set[int] = set()
@@ -191,19 +197,14 @@ class WorkerPool:
 # --- the worker process ----------------------------------------------------------------------------------
 
 
-async def _worker(spec: WorkerSpec) -> None:
-    import asyncio
-
+async def worker_loop(spec: WorkerSpec, send: Callable[[Any], None], flush: Callable[[], None],
+                      control: Callable[[], Awaitable[Any]]) -> None:
+    """The worker's streams, wherever the worker lives (a subprocess here, a Ray actor in measure/ray_pool.py):
+    ``send`` queues one message for the parent, ``flush`` pushes the queued ones out (every 50 ms), ``control``
+    returns the parent's next message (``("stop", window_end, wait_s)``), or None when the parent went away."""
     from infermatrix.core.measure.transport import RawClient
 
-    loop = asyncio.get_running_loop()
-    out = sys.stdout.buffer
-    stdin = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
     tokens = 0
-
-    def send(obj: Any) -> None:
-        out.write(_frame(obj))  # small writes to a pipe the parent drains; flushed in batches below
 
     def on_tokens(k: int) -> None:
         nonlocal tokens
@@ -247,7 +248,7 @@ async def _worker(spec: WorkerSpec) -> None:
             if tokens:
                 send(("tokens", tokens))
                 tokens = 0
-            out.flush()
+            flush()
 
     async with client:
         async with anyio.create_task_group() as tg:
@@ -256,10 +257,8 @@ async def _worker(spec: WorkerSpec) -> None:
             for i in spec.streams:
                 tg.start_soon(one, i)
             while True:  # wait for "stop" (or the parent going away)
-                try:
-                    head = await stdin.readexactly(4)
-                    msg = pickle.loads(await stdin.readexactly(_LEN.unpack(head)[0]))
-                except (asyncio.IncompleteReadError, ConnectionError):
+                msg = await control()
+                if msg is None:
                     break
                 if msg[0] == "stop":
                     _, window_end, wait_s = msg
@@ -271,7 +270,29 @@ async def _worker(spec: WorkerSpec) -> None:
             tg.cancel_scope.cancel()
     send(("load", (monitor.result(), monitor.ticks)))
     send(("bye", None))
-    out.flush()
+    flush()
+
+
+async def _worker(spec: WorkerSpec) -> None:
+    """The subprocess worker: messages are length-prefixed pickles over stdout, control over stdin."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    out = sys.stdout.buffer
+    stdin = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
+
+    def send(obj: Any) -> None:
+        out.write(_frame(obj))  # small writes to a pipe the parent drains; flushed in batches
+
+    async def control() -> Any:
+        try:
+            head = await stdin.readexactly(4)
+            return pickle.loads(await stdin.readexactly(_LEN.unpack(head)[0]))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return None
+
+    await worker_loop(spec, send, out.flush, control)
 
 
 def _read_exact(fd: int, size: int) -> bytes:

@@ -124,7 +124,7 @@ class MatrixRun:
             self.console.print("  [yellow]the engine's capacity differs from the plan made before launch; its own is used[/]", highlight=False)
         self.runner = CellRunner(client=self.client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops,
                                  pm=self.pm, tokenizer=tokenizer, id_prefix=self.run_id, traits=engine.traits, watch=self.transport,
-                                 warmth=WarmCache(capacity.kv_tokens))  # fmt: skip
+                                 warmth=WarmCache(capacity.kv_tokens), client_hosts=cfg.client)  # fmt: skip
         self.console.print(f"  client transport: {self.runner.transport.line()}", highlight=False)
         state = await start_up(engine, self.client, self.transport, self.console, self._probe_gauges, self.clock)
         self.gauges_state = record_gauges(self.store, self.run_id, self.runner, engine.traits, state, self.console)

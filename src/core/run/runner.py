@@ -196,6 +196,10 @@ async def _open_run(
         if engine is None:
             raise ConfigError(f"engine.kind: no plugin launches engine kind {cfg.engine.kind!r}")
         engine.preflight()  # e.g. a launch executable that does not exist: one line, before the run exists
+        if cfg.client.backend == "ray":  # Ray missing or its cluster unreachable: one line, before the run exists
+            from infermatrix.core.measure.ray_pool import ray_module
+
+            ray_module(cfg.client.ray_address)
     except ConfigError:
         if new:
             try:

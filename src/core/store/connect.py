@@ -119,6 +119,7 @@ def apply_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
         con.execute(_sql("workload.sql"))  # shared-prefix and multi-turn passes (issue 20; docs/workloads.md)
         con.execute(_sql("slo_search.sql"))  # the SLO search (issue 20): reads points, point_requests and slo_limits
         con.execute(_sql("trace.sql"))  # trace-replay points (issue 20), after load.sql (its view reads points)
+        con.execute(_sql("hosts.sql"))  # client hosts of Ray cells (issue 21; docs/distributed.md)
         if version != SCHEMA_VERSION:
             con.execute(
                 "INSERT OR REPLACE INTO schema_version VALUES (?, ?)",

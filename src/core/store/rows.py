@@ -12,6 +12,7 @@ from infermatrix.core.measure import histograms as hdr
 from infermatrix.core.types import CellResult, PrefillResult, RequestRecord
 
 __all__ = [
+    "HOST_COLUMNS", "host_rows",
     "PERCENTILE_GRID",
     "SUMMARY_PERCENTILES",
     "EVIDENCE_TEXT_BYTES",
@@ -150,3 +151,15 @@ def histogram_rows(run_id: str, c: CellResult) -> tuple[list[list[Any]], list[li
             for p in PERCENTILE_GRID:
                 pct_rows.append([run_id, c.context_tokens, c.concurrency, metric, p, values[p] / 1000.0])
     return hist_rows, pct_rows
+
+
+# cell_host_stats (hosts.sql): one row per client host of a cell run on Ray actors, from its flags["hosts"].
+HOST_COLUMNS = (
+    "run_id", "context_tokens", "concurrency", "host", "actor", "node_id", "hostname", "streams", "requests", "completed",
+    "output_tokens", "total_tps", "lag_p99_ms", "lag_max_ms", "cpu_pct", "offset_ms", "uncertainty_ms", "drift_ppm",
+    "drift_uncertainty_ppm", "rtt_min_ms", "clock_estimates",
+)
+
+
+def host_rows(run_id: str, c: CellResult) -> list[list[Any]]:
+    return [[run_id, c.context_tokens, c.concurrency, *(h.get(col) for col in HOST_COLUMNS[3:])] for h in (c.flags or {}).get("hosts") or []]

@@ -50,7 +50,7 @@ _REQUEST_COLUMNS = (
 )
 _HISTOGRAM_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "unit", "count", "encoded")
 _PERCENTILE_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "percentile", "value_ms")
-_CHILD_TABLES = ("requests", "histograms", "histogram_percentiles")
+_CHILD_TABLES = ("requests", "histograms", "histogram_percentiles", "cell_host_stats")
 # Every table that holds a run's rows (keyed by run_id), runs last.
 RUN_TABLES = ("prefill", "prefill_samples", "cells", *_CHILD_TABLES, "slo_limits", "run_costs", "points", "point_requests", "workload_passes",
               "workload_requests", "trace_points", "trace_requests", "runs")
@@ -359,6 +359,7 @@ class Store:
         statements.append((Bulk, ("requests", _REQUEST_COLUMNS, requests)))
         statements.append((Bulk, ("histograms", _HISTOGRAM_COLUMNS, hists)))
         statements.append((Bulk, ("histogram_percentiles", _PERCENTILE_COLUMNS, pcts)))
+        statements.append((Bulk, ("cell_host_stats", rows.HOST_COLUMNS, rows.host_rows(run_id, c))))
         return statements
 
     def done_cells(self, run_id: str, retry_errors: bool = False) -> set[tuple[int, int]]:
