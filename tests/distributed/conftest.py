@@ -1,4 +1,5 @@
-"""A local 3-node Ray cluster shared by the distributed tests (one per session: ~6 s to start on 2 cores).
+"""A local 3-node Ray cluster for the Ray-cell tests (one per module: ~6 s to start on 2 cores; shut down before
+the sweep tests start a cluster of their own, so two never share the cores and each can check it left nothing).
 
 Ray is in the `test` extra: missing, these tests skip on a developer's machine and FAIL under CI=true (a skip
 in CI is a check that cannot fail; tests/imxtest.py ``in_ci``)."""
@@ -14,7 +15,7 @@ NODES = 3
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # Ray's floor is 75 MiB; the tests ship only small records
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
     """The cluster's address; every node one CPU, so actors reserving one CPU land one per node."""
     require_ray()

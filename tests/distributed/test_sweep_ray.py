@@ -37,6 +37,7 @@ def cluster():
         need_ray(None)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     t0 = time.monotonic()
+    before = set(psutil.Process().children(recursive=True))  # another module's cluster, if one were alive, is not ours
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     for _ in range(GPU_NODES):
         c.add_node(num_cpus=1, resources={"gpu": 1})
@@ -47,7 +48,7 @@ def cluster():
     try:
         yield c
     finally:
-        ours.update(psutil.Process().children(recursive=True))
+        ours.update(set(psutil.Process().children(recursive=True)) - before)
         c.shutdown()
         gone, alive = psutil.wait_procs(list(ours), timeout=30)
         left = [f"{p.pid} {' '.join(p.cmdline()[:4])}" for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
