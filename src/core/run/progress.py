@@ -76,7 +76,8 @@ class RunProgress:
     def finished(self, label: str, status: str, detail: str) -> None:
         self.done += 1
         style = {"valid": "green", "looped": "yellow", "over_capacity": "dim", "error": "red"}.get(status, "white")
-        self.console.print(Text.assemble((f"  {label:<16}", "bold"), (f"{status:<14}", style), detail))
+        # Cell labels fit 16 columns; a longer one (a load point's, a trace's file name) keeps a space before its status.
+        self.console.print(Text.assemble((f"  {label:<16} ", "bold"), (f"{status:<14}", style), detail))
 
     @staticmethod
     def cell_label(context: int, n: int | None = None) -> str:
