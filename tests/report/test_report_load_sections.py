@@ -45,15 +45,21 @@ WORKLOAD = {"workload": "multi-turn", "status": "valid", "requests": 4, "failed"
             "engine_hit_rate": 0.25}  # fmt: skip
 
 
+def fill_load_run(s: Store) -> str:
+    """A run with two valid rate points, a client-bound one, a trace point and a multi-turn pass; its id."""
+    run = s.create_run({"engine": "sim", "status": "completed"})
+    for p in (VALID, VALID_2, BOUND):
+        save_point(s, run, p, [])
+    save_point(s, run, TRACE, TRACE_REQUESTS)
+    save_workload_pass(s, run, WORKLOAD, WORKLOAD_REQUESTS)
+    return run
+
+
 @pytest.fixture
 def load_db(tmp_path):
     with Store(tmp_path / "r.duckdb") as s:
-        run = s.create_run({"engine": "sim", "status": "completed"})
+        run = fill_load_run(s)
         plain = s.create_run({"engine": "sim", "status": "completed"})
-        for p in (VALID, VALID_2, BOUND):
-            save_point(s, run, p, [])
-        save_point(s, run, TRACE, TRACE_REQUESTS)
-        save_workload_pass(s, run, WORKLOAD, WORKLOAD_REQUESTS)
         yield s, run, plain
 
 

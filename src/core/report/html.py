@@ -120,9 +120,9 @@ def _load(d: ReportData) -> str:
         first = True
         for b in s.blocks:
             if isinstance(b, SloTable):
-                classes = [f"st-{st}" for st in s.statuses] if first else None
+                classes = [f"st-{st}" for st in s.statuses] if first else None  # the section's main table: a row per point
                 out.append(f'<p class="caption">{esc(b.caption)}</p>'
-                           + table(b.header, b.rows, align=b.align, cls=s.slug, row_classes=classes))  # fmt: skip
+                           + table(b.header, b.rows, align=b.align, cls=s.slug if first else f"{s.slug}-more", row_classes=classes))  # fmt: skip
                 first = False
             elif isinstance(b, Note):
                 out.append(f'<p class="muted">{esc(b.text)}</p>')
