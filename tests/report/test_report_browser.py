@@ -22,6 +22,7 @@ from infermatrix.core.report.fmt import fmt_ms, fmt_tps, status_label
 from infermatrix.core.report.layout import DOUBTFUL_MARK
 from infermatrix.core.store import Store
 from report_expect import REFERENCE_PAGE
+from test_report_load_sections import fill_load_run
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome", "chrome")) if p), None)
 pytestmark = [
@@ -120,6 +121,18 @@ def test_sim_run_report_renders(sim_run_db, tmp_path):
     shown = rows_of(probe, "prefill")
     for label, tps, ttft in prefill:
         assert [f"{label} context", fmt_tps(tps), fmt_ms(ttft), "Valid"] in shown
+
+
+def test_open_loop_sections_and_chart_render(tmp_path):
+    with Store(tmp_path / "load.duckdb") as store:
+        page = render_html(store, fill_load_run(store))
+    probe, shot = render(page, tmp_path, "load")
+    (chart,) = [c for c in probe["charts"] if c["id"] == "openloop-latency"]
+    assert chart["w"] > 300 and chart["h"] > 150 and chart["points"] == 4  # 2 valid points × (p50, p99)
+    assert probe["scrollWidth"] <= probe["innerWidth"], "the page is wider than the window"
+    assert ["gamma:0.5 1K ≤1", "20", "9.10", "2,437", "99.0", "—", "31/40", "client_bound"] in rows_of(probe, "open-loop")
+    assert rows_of(probe, "trace-replay")[1][:3] == ["trace mini (mooncake)", "3/4", "1.60"]
+    assert len(shot.read_bytes()) > 20_000
 
 
 def test_imported_reference_report_renders(tmp_path):

@@ -14,7 +14,7 @@ __all__ = ["render_json", "json_of", "REPORT_FORMAT", "REPORT_VERSION", "TOP_KEY
 REPORT_FORMAT = "infermatrix.report"
 REPORT_VERSION = 1
 # Top-level keys, always present (lists may be empty). Row keys are the views' columns.
-TOP_KEYS = ("format", "version", "run", "prefill", "decode", "latency", "slo", "trace")
+TOP_KEYS = ("format", "version", "run", "prefill", "decode", "latency", "slo", "trace", "points", "workload")
 
 
 def _plain(v: Any) -> Any:
@@ -30,14 +30,17 @@ def _plain(v: Any) -> Any:
 
 
 def json_of(d: ReportData) -> dict[str, Any]:
-    """``{format, version, run, prefill, decode, latency, slo}`` for an already loaded report.
+    """``{format, version, run, prefill, decode, latency, slo, trace, points, workload}`` for an already loaded report.
 
     ``run`` is the runs row (JSON columns as objects); ``prefill`` rows are prefill_list rows,
     ``decode`` rows are decode_matrix rows plus ``reason``, ``latency`` rows latency_percentiles rows;
     ``slo`` holds the rows of slo_cells, slo_capacity, frontier and cell_engine_stats (docs/slo.md), and of slo_search
     and slo_search_probes (``search``, ``search_probes``; docs/load.md);
     ``trace`` one object per trace-replay point: its trace_points row, its load_points figures and
-    ``arrivals`` (trace_arrivals rows; docs/load.md).
+    ``arrivals`` (trace_arrivals rows; docs/load.md);
+    ``points`` the run's load_points rows (open-loop and trace points, in point order; docs/load.md);
+    ``workload`` the workload pass (docs/workloads.md): ``reuse`` (the prefix_reuse row, null without a pass),
+    ``turns`` (turns rows) and ``ttft_by_cached_fraction`` (its rows, by band).
     """
     decode = []
     for r in d.decode:
@@ -54,6 +57,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
         "slo": _plain({"cells": d.slo.cells, "capacity": d.slo.capacity, "frontier": d.slo.frontier, "engine_stats": d.slo.engine_stats,
                       "search": d.slo.search, "search_probes": d.slo.search_probes}),
         "trace": _plain(d.traces),
+        "points": _plain(d.points),
+        "workload": _plain({"reuse": d.workload.reuse, "turns": d.workload.turns, "ttft_by_cached_fraction": d.workload.bands}),
     }
 
 

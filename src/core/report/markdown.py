@@ -15,7 +15,8 @@ from infermatrix.core.report.layout import (
     matrix_cell,
     title_lines,
 )
-from infermatrix.core.report.slo_report import slo_tables
+from infermatrix.core.report.load_sections import LoadSection, Note, load_sections
+from infermatrix.core.report.slo_report import SloTable, slo_tables
 from infermatrix.core.store import Store
 
 __all__ = ["render_markdown", "markdown_of", "md_table", "md_escape"]
@@ -91,9 +92,25 @@ def markdown_of(d: ReportData) -> str:
     if d.prefill or d.decode:
         rows = [cells for _, cells in long_rows(d)]
         out += ["## All measurements", "", LONG_NOTE, "", md_table(LONG_COLUMNS, rows, "llrl" + "r" * 8), ""]
-    else:
+    elif not (d.points or d.workload.reuse):
         out += ["_No measurements saved for this run yet._", ""]
+    out += load_markdown(load_sections(d))
     return "\n".join(out)
+
+
+def load_markdown(sections: list[LoadSection]) -> list[str]:
+    """The open-loop, trace-replay and workload sections (core/report/load_sections.py) as Markdown lines."""
+    out: list[str] = []
+    for s in sections:
+        out += [f"## {md_escape(s.title)}", ""]
+        for b in s.blocks:
+            if isinstance(b, SloTable):
+                out += [md_escape(b.caption), "", md_table(b.header, b.rows, b.align), ""]
+            elif isinstance(b, Note):
+                out += [f"- {md_escape(b.text)}", ""]
+            else:
+                out += [md_escape(b), ""]
+    return out
 
 
 def slo_markdown(tables: list) -> list[str]:

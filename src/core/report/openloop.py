@@ -13,9 +13,11 @@ from infermatrix.core.contexts import format_context as context_label
 from infermatrix.core.store import Store
 from infermatrix.core.store.points import has_points
 
-__all__ = ["load_point_rows", "point_cells", "render_points", "POINT_HEADERS"]
+__all__ = ["load_point_rows", "point_cells", "point_reasons", "render_points", "POINT_HEADERS", "POINT_CAPTION"]
 
 POINT_HEADERS = ("Point", "Rate/s", "Sent/s", "Lag p99", "TTFT p50", "TTFT p99", "Done", "Status")
+POINT_CAPTION = ("requests arriving at a rate (≤N: in-flight cap); Sent/s = requests sent ÷ their span; "
+                 "lag and TTFT in ms, TTFT from each request's scheduled time; KS fit and more: the load_points view")
 
 
 def load_point_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
@@ -46,14 +48,18 @@ def point_cells(p: dict[str, Any]) -> list[str]:
     ]
 
 
+def point_reasons(points: list[dict[str, Any]]) -> list[str]:
+    """Why each point that has a reason got its status, one line each."""
+    return [f"{p.get('label')}: {p['status']}: {p['reason']}" for p in points if p.get("reason")]
+
+
 def render_points(console: Console, points: list[dict[str, Any]], styles: dict[str, str]) -> None:
     """The open-loop section: nothing when the run has no points."""
     if not points:
         return
     console.print()
     console.print(Text("Open-loop load", style="bold underline"))
-    console.print(Text("requests arriving at a rate (≤N: in-flight cap); Sent/s = requests sent ÷ their span; "
-                       "lag and TTFT in ms, TTFT from each request's scheduled time; KS fit and more: the load_points view", style="dim"))
+    console.print(Text(POINT_CAPTION, style="dim"))
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, header_style="bold", pad_edge=False)
     for h in POINT_HEADERS:
         # The numbers and the status never fold; a long point label may.
@@ -63,6 +69,5 @@ def render_points(console: Console, points: list[dict[str, Any]], styles: dict[s
         cells = point_cells(p)
         table.add_row(*cells[:-1], Text(cells[-1], style=styles.get(p["status"], "")))
     console.print(table)
-    for p in points:
-        if p.get("reason"):
-            console.print(Text(f"  {p.get('label')}: {p['status']}: {p['reason']}", style="dim"), soft_wrap=True)
+    for line in point_reasons(points):
+        console.print(Text(f"  {line}", style="dim"), soft_wrap=True)

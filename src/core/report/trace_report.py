@@ -15,9 +15,13 @@ from rich.text import Text
 
 from infermatrix.core.store import Store
 
-__all__ = ["load_trace_rows", "render_traces", "arrival_buckets", "TRACE_HEADERS", "MAX_BUCKETS"]
+__all__ = ["load_trace_rows", "render_traces", "arrival_buckets", "arrival_rows", "trace_cells", "trace_notes", "TRACE_HEADERS",
+           "TRACE_CAPTION", "ARRIVAL_HEADERS", "MAX_BUCKETS"]
 
 TRACE_HEADERS = ("Trace", "Requests", "Trace/s", "Sent/s", "Lag p50", "Lag p99", "Bound", "TTFT p50", "TTFT p99", "Status")
+TRACE_CAPTION = ("each request sent at its trace timestamp × time scale, its own lengths; Trace/s = the trace's rate, "
+                 "Sent/s = the replay's; lag and TTFT in ms (TTFT from the scheduled time)")
+ARRIVAL_HEADERS = ("Seconds", "Due", "Sent", "")
 MAX_BUCKETS = 12  # rows of the arrivals-over-time table: the replay's span cut into at most this many stretches
 
 
@@ -76,46 +80,69 @@ def _skipped(t: dict[str, Any]) -> str:
     return f"{t['in_file']} requests in the file, {t['replayed']} replayed" + (f"; not sent: {', '.join(said)}" if said else "")
 
 
+def trace_cells(t: dict[str, Any]) -> list[str]:
+    """One trace point's cells (TRACE_HEADERS), as every report shows them."""
+    return [
+        f"{t['label']} ({t['format']})", f"{t.get('completed') or 0}/{t.get('scheduled') or 0}", _num(t.get("requested_rate")),
+        _num(t.get("achieved_rate")), _ms(t.get("lag_p50_ms")), _ms(t.get("lag_p99_ms")), _ms(t.get("lag_bound_ms")),
+        _ms(t.get("ttft_p50_ms")), _ms(t.get("ttft_p99_ms")), t["status"],
+    ]  # fmt: skip
+
+
+def trace_notes(t: dict[str, Any]) -> str:
+    """One line under the table: what was replayed and skipped, exactness, shared prefixes, the status's reason."""
+    notes = [_skipped(t)]
+    if t.get("inexact_prompts"):
+        notes.append(f"{t['inexact_prompts']} prompts not of the trace's exact length (shorter than the API's {t['prompt_overhead']}-token overhead)")
+    if t.get("shared_prefix_tokens"):
+        notes.append(f"{t['shared_prefix_tokens']:,} of {t['prompt_tokens']:,} prompt tokens shared with an earlier request (hash_ids)")
+    if t.get("reason"):
+        notes.append(f"{t['status']}: {t['reason']}")
+    return f"{t['label']}: " + "; ".join(notes)
+
+
+def arrival_rows(t: dict[str, Any]) -> tuple[str, list[list[str]]]:
+    """The arrivals-over-time table of a trace point (ARRIVAL_HEADERS): its caption and rows, each with a bar
+    of sent (█) and due-but-not-sent (·) requests; no rows when the point has no arrivals."""
+    buckets = arrival_buckets(t.get("arrivals") or [])
+    if not buckets:
+        return "", []
+    most = max(max(due, sent) for _, _, due, sent in buckets) or 1
+    caption = f"arrivals over time: requests due (trace) and sent (replay), per {buckets[0][1] - buckets[0][0]} s"
+    rows = []
+    for lo, hi, due, sent in buckets:
+        bar = "█" * round(20 * sent / most) + ("·" * round(20 * (due - sent) / most) if due > sent else "")
+        rows.append([f"{lo}–{hi}", str(due), str(sent), bar])
+    return caption, rows
+
+
 def render_traces(console: Console, traces: list[dict[str, Any]], styles: dict[str, str]) -> None:
     """The trace-replay section: nothing when the run has no trace points."""
     if not traces:
         return
     console.print()
     console.print(Text("Trace replay", style="bold underline"))
-    console.print(Text("each request sent at its trace timestamp × time scale, its own lengths; Trace/s = the trace's rate, "
-                       "Sent/s = the replay's; lag and TTFT in ms (TTFT from the scheduled time)", style="dim"))  # fmt: skip
+    console.print(Text(TRACE_CAPTION, style="dim"))
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, header_style="bold", pad_edge=False)
     for h in TRACE_HEADERS:
         table.add_column(h, justify="left" if h in ("Trace", "Status") else "right", no_wrap=h != "Trace")
     for t in traces:
-        table.add_row(
-            f"{t['label']} ({t['format']})", f"{t.get('completed') or 0}/{t.get('scheduled') or 0}", _num(t.get("requested_rate")),
-            _num(t.get("achieved_rate")), _ms(t.get("lag_p50_ms")), _ms(t.get("lag_p99_ms")), _ms(t.get("lag_bound_ms")),
-            _ms(t.get("ttft_p50_ms")), _ms(t.get("ttft_p99_ms")), Text(t["status"], style=styles.get(t["status"], "")),
-        )  # fmt: skip
+        cells = trace_cells(t)
+        table.add_row(*cells[:-1], Text(cells[-1], style=styles.get(t["status"], "")))
     console.print(table)
     for t in traces:
-        notes = [_skipped(t)]
-        if t.get("inexact_prompts"):
-            notes.append(f"{t['inexact_prompts']} prompts not of the trace's exact length (shorter than the API's {t['prompt_overhead']}-token overhead)")
-        if t.get("shared_prefix_tokens"):
-            notes.append(f"{t['shared_prefix_tokens']:,} of {t['prompt_tokens']:,} prompt tokens shared with an earlier request (hash_ids)")
-        if t.get("reason"):
-            notes.append(f"{t['status']}: {t['reason']}")
-        console.print(Text(f"  {t['label']}: " + "; ".join(notes), style="dim"), soft_wrap=True)
+        console.print(Text(f"  {trace_notes(t)}", style="dim"), soft_wrap=True)
         _arrivals(console, t)
 
 
 def _arrivals(console: Console, t: dict[str, Any]) -> None:
-    buckets = arrival_buckets(t.get("arrivals") or [])
-    if not buckets:
+    caption, rows = arrival_rows(t)
+    if not rows:
         return
-    most = max(max(due, sent) for _, _, due, sent in buckets) or 1
-    console.print(Text(f"  arrivals over time: requests due (trace) and sent (replay), per {buckets[0][1] - buckets[0][0]} s", style="dim"))
+    console.print(Text(f"  {caption}", style="dim"))
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, header_style="bold", pad_edge=False)
-    for h in ("Seconds", "Due", "Sent", ""):
+    for h in ARRIVAL_HEADERS:
         table.add_column(h, justify="left" if h in ("Seconds", "") else "right", no_wrap=True)
-    for lo, hi, due, sent in buckets:
-        bar = "█" * round(20 * sent / most) + ("·" * round(20 * (due - sent) / most) if due > sent else "")
-        table.add_row(f"{lo}–{hi}", str(due), str(sent), bar)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)

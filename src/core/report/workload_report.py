@@ -14,8 +14,12 @@ from rich.text import Text
 
 from infermatrix.core.store import Store
 
-__all__ = ["WorkloadReport", "load_workload_report", "render_workload", "TURN_HEADERS"]
+__all__ = ["WorkloadReport", "load_workload_report", "render_workload", "reuse_line", "turn_cells", "band_cells", "pass_line",
+           "TURN_HEADERS", "BAND_HEADERS", "BAND_CAPTION", "TURN_CAPTION"]
 
+BAND_HEADERS = ("Cached", "Requests", "Prompt", "TTFT p50", "TTFT mean")
+BAND_CAPTION = "TTFT by each request's expected cached fraction (ms, from the request's send)"
+TURN_CAPTION = "per turn: context = the prompt tokens the turn sent (history with real replies); TTFT in ms"
 TURN_HEADERS = ("Turn", "Conv.", "Context", "Cached (exp.)", "TTFT p50", "TTFT mean", "TTFT max", "Output", "Failed")
 
 
@@ -78,6 +82,15 @@ def turn_cells(t: dict[str, Any]) -> list[str]:
             str(t.get("failed") or 0)]  # fmt: skip
 
 
+def band_cells(b: dict[str, Any]) -> list[str]:
+    return [b["cached_fraction"], str(b["requests"]), f"{b['prompt_tokens'] or 0:,.0f}", _ms(b["ttft_p50_ms"]), _ms(b["ttft_mean_ms"])]
+
+
+def pass_line(r: dict[str, Any]) -> tuple[str, str]:
+    """The pass's summary around its status: (before, after)."""
+    return f"{r['requests']} requests, {r['failed']} failed · ", f" · {reuse_line(r)}"
+
+
 def render_workload(console: Console, w: WorkloadReport, styles: dict[str, str]) -> None:
     """The workload section: nothing when the run has no pass."""
     r = w.reuse
@@ -86,12 +99,11 @@ def render_workload(console: Console, w: WorkloadReport, styles: dict[str, str])
     console.print()
     console.print(Text(f"Workload {r['workload']}", style="bold underline"))
     status = Text(r["status"], style=styles.get(r["status"], ""))
-    console.print(Text.assemble(f"{r['requests']} requests, {r['failed']} failed · ", status, f" · {reuse_line(r)}"), soft_wrap=True)
+    before, after = pass_line(r)
+    console.print(Text.assemble(before, status, after), soft_wrap=True)
     if w.bands:
-        console.print(Text("TTFT by each request's expected cached fraction (ms, from the request's send)", style="dim"))
-        rows = [[b["cached_fraction"], str(b["requests"]), f"{b['prompt_tokens'] or 0:,.0f}", _ms(b["ttft_p50_ms"]), _ms(b["ttft_mean_ms"])]
-                for b in w.bands]  # fmt: skip
-        console.print(_table(("Cached", "Requests", "Prompt", "TTFT p50", "TTFT mean"), rows))
+        console.print(Text(BAND_CAPTION, style="dim"))
+        console.print(_table(BAND_HEADERS, [band_cells(b) for b in w.bands]))
     if w.turns:
-        console.print(Text("per turn: context = the prompt tokens the turn sent (history with real replies); TTFT in ms", style="dim"))
+        console.print(Text(TURN_CAPTION, style="dim"))
         console.print(_table(TURN_HEADERS, [turn_cells(t) for t in w.turns]))
