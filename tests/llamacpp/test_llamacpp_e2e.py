@@ -187,9 +187,12 @@ def test_attached_run_matches_llama_server_metrics(own_server, tmp_path):
         extra = as_json(con.execute("SELECT engine_extra FROM runs").fetchone()[0])
     assert sorted(n for n, _ in cells) == [1, 4] and all(s in MEASURED for _, s in cells), cells
     # Beyond what was streamed and stored, the server generated one token per warm-up request (N per
-    # cell) and per prefill probe, and for each stream cut at a window's end the few tokens it made
-    # before it noticed the client had gone (measured: 1-3).
-    slack = sum(n for n, _ in cells) + 1 + 4 * cut
+    # cell) and per prefill probe, and for each stream cut at a window's end the tokens it made before it
+    # noticed the client had gone, plus those already sent but not yet read when the client stopped reading
+    # (measured: 1-3 per cut stream on idle cores, 5.4 with a second test suite on the two cores: CI of
+    # 2026-12-04, 27 over 5 cut streams). Eight per cut stream; a client that lost tokens inside the window
+    # would still show as far more (one cell's window holds hundreds).
+    slack = sum(n for n, _ in cells) + 1 + 8 * cut
     assert stored > 0 and stored <= generated <= stored + slack, (stored, generated, slack)
     assert extra["attached"] is True and extra["kv_unified"] is None and extra["total_slots"] == 8
 
