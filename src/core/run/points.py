@@ -9,7 +9,6 @@ up is an ``error``; an interrupt saves what was sent as ``interrupted`` (resume 
 from __future__ import annotations
 
 import datetime as dt
-import time
 from typing import Any
 
 import anyio
@@ -18,9 +17,10 @@ from infermatrix.core.config import LoadConfig, RunConfig
 from infermatrix.core.contexts import format_context
 from infermatrix.core.engine.watch import EngineDown, StepFailed, guarded
 from infermatrix.core.measure.arrivals import parse_arrival, schedule
-from infermatrix.core.measure.client import encode_body, stream_request
-from infermatrix.core.measure.openloop import MonotonicClock, SendPlan, judge_point, lag_bound_ms, percentile, send_schedule
+from infermatrix.core.measure.client import encode_body
+from infermatrix.core.measure.openloop import SendPlan, judge_point, lag_bound_ms, percentile
 from infermatrix.core.run.matrix import MatrixRun
+from infermatrix.core.run.point_send import output_tokens, send_point
 from infermatrix.core.run.progress import RunProgress
 from infermatrix.core.run.steps import Phase
 from infermatrix.core.run.trace_point import is_trace, measure_trace_point, trace_label, trace_point_rows
@@ -119,33 +119,12 @@ async def _measure_point(mr: MatrixRun, index: int, lc: LoadConfig, state: dict[
     for i in range(len(offsets)):
         prompt = await mr.workload.prompt(ctx, f"load{index}/r{i}", distinct=True)
         bodies.append(encode_body(runner._body(prompt, lc.max_output)))
-    records: dict[int, RequestRecord] = state["records"]
-    ids: dict[int, str] = state["ids"]
-    count_path = runner._count_path()
-
-    async def launch(i: int) -> None:
-        rec = records[i] = RequestRecord(stream_index=i, seq=0, sent=time.monotonic())
-        rid = ids[i] = f"{runner.id_prefix}-load-{index}-r{i}"
-        await stream_request(runner.streams, runner.url, bodies[i], rec, headers=runner._headers(rid), on_tokens=runner.on_tokens,
-                             count_path=count_path)  # fmt: skip
-
     phase("measure")
-    plan = state["plan"] = SendPlan(offsets=offsets, origin=time.monotonic())  # filled as requests go: kept if interrupted
-    try:
-        await send_schedule(offsets, launch, clock=MonotonicClock(), max_in_flight=lc.max_in_flight, plan=plan)
-    finally:
-        with anyio.CancelScope(shield=True):  # leave no raw connection open behind the point, interrupted or not
-            await runner._close_streams()
+    await send_point(runner, state, index, offsets, bodies, lc.max_in_flight)  # state["plan"] filled as requests go: kept if interrupted
 
 
 def _sent_at(rec: RequestRecord | None) -> float | None:
     return None if rec is None else rec.sent
-
-
-def _output_tokens(rec: RequestRecord) -> int:
-    """The server's closing usage count when it sent one (a plain OpenAI server streams several tokens in a
-    chunk without per-chunk usage), else the tokens counted from the chunks."""
-    return rec.final_usage_tokens if rec.final_usage_tokens is not None else rec.output_tokens
 
 
 def _point_rows(
@@ -171,7 +150,7 @@ def _point_rows(
         ok = rec.outcome == "ok"
         completed += ok
         failed += not ok
-        out_tokens += _output_tokens(rec)
+        out_tokens += output_tokens(rec)
         if rec.ended is not None:
             last_end = rec.ended if last_end is None else max(last_end, rec.ended)
         ft = rec.first_token
@@ -185,7 +164,7 @@ def _point_rows(
             "request_no": s.index, "request_id": ids.get(s.index), "scheduled": s.scheduled, "sent": sent if rec.written else None,
             "first_token": ft, "ended": rec.ended, "lag_ms": ms(sent, s.scheduled), "queue_ms": round(s.queue_s * 1000, 3),
             "ttft_ms": ms(ft, s.scheduled), "ttft_sent_ms": ms(ft, sent), "e2e_ms": ms(rec.ended, s.scheduled),
-            "e2e_sent_ms": ms(rec.ended, sent), "prompt_tokens": rec.prompt_tokens, "output_tokens": _output_tokens(rec),
+            "e2e_sent_ms": ms(rec.ended, sent), "prompt_tokens": rec.prompt_tokens, "output_tokens": output_tokens(rec),
             "outcome": rec.outcome, "error": rec.error,
         })  # fmt: skip
     row: dict[str, Any] = {

@@ -12,21 +12,19 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
 
 from infermatrix.core.config import LoadConfig, TraceLoadConfig
 from infermatrix.core.measure.arrivals import Arrival, check_schedule
-from infermatrix.core.measure.client import encode_body, stream_request
-from infermatrix.core.measure.openloop import MonotonicClock, SendPlan, lag_bound_ms, percentile, send_schedule
+from infermatrix.core.measure.client import encode_body
+from infermatrix.core.measure.openloop import SendPlan, lag_bound_ms, percentile
 from infermatrix.core.measure.tokenizer import UsageTokenizer
 from infermatrix.core.measure.trace_prompts import TracePromptBuilder
 from infermatrix.core.measure.traces import TraceRequest, read_trace, sniff_format
-from infermatrix.core.types import RequestRecord
+from infermatrix.core.run.point_send import output_tokens, send_point
 
 __all__ = ["is_trace", "trace_label", "TracePlan", "plan_trace", "measure_trace_point", "trace_point_rows"]
 
@@ -111,27 +109,8 @@ async def measure_trace_point(mr: Any, index: int, lc: TraceLoadConfig, state: d
     bodies = [encode_body(runner._body(p, r.output_tokens)) for p, r in zip(prompts, plan.requests)]
     state["prompts"] = [dataclasses.replace(p, text="") for p in prompts]  # the bodies hold the text: one copy in memory
     del prompts
-    records: dict[int, RequestRecord] = state["records"]
-    ids: dict[int, str] = state["ids"]
-    count_path = runner._count_path()
-
-    async def launch(i: int) -> None:
-        rec = records[i] = RequestRecord(stream_index=i, seq=0, sent=time.monotonic())
-        rid = ids[i] = f"{runner.id_prefix}-load-{index}-r{i}"
-        await stream_request(runner.streams, runner.url, bodies[i], rec, headers=runner._headers(rid), on_tokens=runner.on_tokens,
-                             count_path=count_path)  # fmt: skip
-
     phase("measure")
-    sent = state["plan"] = SendPlan(offsets=plan.offsets, origin=time.monotonic())
-    try:
-        await send_schedule(plan.offsets, launch, clock=MonotonicClock(), max_in_flight=lc.max_in_flight, plan=sent)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await runner._close_streams()
-
-
-def _out_tokens(rec: RequestRecord) -> int:
-    return rec.final_usage_tokens if rec.final_usage_tokens is not None else rec.output_tokens
+    await send_point(runner, state, index, plan.offsets, bodies, lc.max_in_flight)
 
 
 def _ms(a: float | None, b: float | None) -> float | None:
@@ -154,7 +133,7 @@ def _request_rows(state: dict[str, Any]) -> list[dict[str, Any]]:
             "request_no": s.index, "request_id": ids.get(s.index), "scheduled": s.scheduled, "sent": sent if rec.written else None,
             "first_token": ft, "ended": rec.ended, "lag_ms": _ms(sent, s.scheduled), "queue_ms": round(s.queue_s * 1000, 3),
             "ttft_ms": _ms(ft, s.scheduled), "ttft_sent_ms": _ms(ft, sent), "e2e_ms": _ms(rec.ended, s.scheduled),
-            "e2e_sent_ms": _ms(rec.ended, sent), "prompt_tokens": rec.prompt_tokens, "output_tokens": _out_tokens(rec),
+            "e2e_sent_ms": _ms(rec.ended, sent), "prompt_tokens": rec.prompt_tokens, "output_tokens": output_tokens(rec),
             "outcome": rec.outcome, "error": rec.error, "queued": s.queue_s > 0, "sent_at": sent,
             # trace_requests
             "trace_index": plan.indexes[s.index], "trace_at_s": req.at_s, "offset_s": plan.offsets[s.index],
