@@ -178,8 +178,8 @@ class MatrixConfig(Strict):
     def _check(self) -> MatrixConfig:
         if any(n <= 0 for n in self.concurrency):
             raise ValueError("concurrency levels must be positive integers")
-        if not self.contexts and not self.prefill_contexts and self.workload is None:  # a named workload may bring its own traffic
-            raise ValueError("nothing to measure: contexts and prefill_contexts are both empty")
+        # An empty matrix is allowed here: a run may be load points, a search or a workload pass alone
+        # (registry.validate_config says "nothing to measure" when it is none of them).
         return self
 
 

@@ -148,6 +148,10 @@ def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str 
         name = workload_name(cfg.matrix, cfg.workload)
         if workload_plugins(pm) or name is not None:  # none at all is said when a run needs one
             check_workload_options(pm, choose_workload(pm, name), cfg.matrix, cfg.workload)
+        m = cfg.matrix
+        if not (m.contexts or m.prefill_contexts or cfg.load or cfg.search is not None or name is not None):
+            raise ConfigError("nothing to measure: matrix.contexts and matrix.prefill_contexts are empty, and there is no "
+                              "[[load]] point (--rate, --trace), [search] or workload pass")  # fmt: skip
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     return cfg

@@ -64,3 +64,30 @@ def test_bad_load_flags_are_one_line(tmp_path, args, says):
 def test_rate_is_not_for_resume(tmp_path):
     proc = run_cli("run", "--resume", "abc", "--rate", "2", "--db", str(tmp_path / "r.duckdb"), cwd=tmp_path)
     assert proc.returncode == 2 and "--rate: not with --resume" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_run_of_load_points_alone_needs_no_matrix():
+    """issue 20: a run is a plan of load points; the matrix is one kind. Empty matrix and no point: one line."""
+    from infermatrix.core.registry import validate_config
+    from infermatrix.testing import plugin_manager
+
+    pm = plugin_manager()
+    engine = {"kind": "openai", "base_url": "http://h:1"}
+    empty = {"contexts": [], "prefill_contexts": []}
+    cfg = validate_config(pm, {"engine": engine, "matrix": empty, "load": [{"rate": 2, "context": "1K"}]}, "t")
+    assert cfg.matrix.contexts == [] and len(cfg.load) == 1
+    with pytest.raises(ConfigError, match=r"^t: nothing to measure: matrix.contexts and matrix.prefill_contexts are empty"):
+        validate_config(pm, {"engine": engine, "matrix": empty}, "t")
+
+
+@pytest.mark.slow  # launches the sim through the command line
+def test_rate_points_alone_run_end_to_end(tmp_path):
+    db = tmp_path / "r.duckdb"
+    proc = run_cli("run", "--engine", "sim", "--set", "engine.profile=tiny", "--set", "matrix.contexts=[]", "--set", "matrix.prefill_contexts=[]",
+                   "--set", "matrix.max_output=16", "--rate", "4", "--load-duration", "2", "--arrival", "constant", "--db", str(db), cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    con = duckdb.connect(str(db), read_only=True)
+    points = con.execute("SELECT scheduled, sent, status FROM points").fetchall()
+    cells = con.execute("SELECT count(*) FROM cells").fetchone()[0] + con.execute("SELECT count(*) FROM prefill").fetchone()[0]
+    con.close()
+    assert cells == 0 and [(s, t) for s, t, _ in points] == [(8, 8)]
