@@ -368,7 +368,8 @@ class LaunchedEngine(Engine):
     async def wait_ready(self, client: httpx.AsyncClient, timeout_s: float) -> None:
         await super().wait_ready(client, timeout_s)
         if self._launched_at is not None and self.startup_s is None:
-            self.startup_s = round(time.monotonic() - self._launched_at, 1)
+            # To the millisecond: a small engine on an idle machine is ready in tens of ms (0.1 s rounding read 0.0).
+            self.startup_s = round(time.monotonic() - self._launched_at, 3)
 
     async def describe(self, client: httpx.AsyncClient) -> EngineInfo:
         """The server's own answer, plus what only the launcher knows: whether it attached, and how long
