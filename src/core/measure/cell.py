@@ -25,6 +25,7 @@ from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, se
 from infermatrix.core.measure.stagger import first_max_tokens
 from infermatrix.core.measure.steady import EngineGauges, GaugeSample
 from infermatrix.core.measure.priority import client_priority
+from infermatrix.core.measure.ramp_check import ramp_check
 from infermatrix.core.measure.transport import RawClient
 from infermatrix.core.measure.transport_choice import choose_transport
 from infermatrix.core.measure.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
@@ -60,6 +61,8 @@ class _LiveCell:
     monitor: ClientMonitor = field(default_factory=ClientMonitor)
     gauge_samples: list[GaugeSample] = field(default_factory=list)
     steady_samples: list[GaugeSample] = field(default_factory=list)  # the steady-state wait's reads: compared with the client's count too
+    streams_from: float = 0.0  # monotonic, just after the engine's counters were read before the streams started
+    ramp_end_reads: list[GaugeSample] = field(default_factory=list)  # a ramp that gave up: the engine read then (ramp_check.py)
 
     def __post_init__(self) -> None:
         self.by_stream = [[] for _ in range(self.n)]
@@ -195,6 +198,7 @@ class CellRunner:
                 live.pool = WorkerPool(self._worker_spec(context_tokens, prompts), live.workers, live.records, self.on_tokens)
         self._phase("metrics")
         before = await self.gauges.read()
+        live.streams_from = time.monotonic()
         await self._hold_streams(live, context_tokens, prompts)
         await self._close_streams()
         return await self._conclude(live, context_tokens, prompts, started_at, before)
@@ -256,6 +260,8 @@ class CellRunner:
                             break
                         await anyio.sleep(0.005)
                 live.ramp_ok = not ramp.cancelled_caught and not live.dead
+                if not live.ramp_ok and self.matrix.check_client:  # whose failure was it? (ramp_check.py)
+                    await self.gauges.edge_read(live.ramp_end_reads)
                 if live.ramp_ok:
                     # Steady state: the engine itself runs all N and queues none (when it reports it).
                     self._phase("steady", time.monotonic() + self.matrix.steady_timeout_s)
@@ -327,9 +333,19 @@ class CellRunner:
             )
             result.flags["client"] = {**verdict.as_dict(), "worker_processes": live.workers}
             result.status, result.reason = settle_status(result.status, result.reason, verdict, result.flags.get("admission"))
+        if self.matrix.check_client and not live.ramp_ok:
+            self._judge_ramp(result, live, before)
         if hasattr(pool, "host_flags"):
             self._judge_hosts(result, live)
         return result
+
+    def _judge_ramp(self, result: CellResult, live: _LiveCell, before: Any) -> None:
+        """A ramp that gave up while the engine generated tokens the client never read is the client's failure:
+        ``client_bound`` with both reasons, not ``error`` (measure/ramp_check.py; docs/metrics.md, "Client verdict")."""
+        check = ramp_check(live.n, live.records, before, live.ramp_end_reads[0] if live.ramp_end_reads else None, live.streams_from)
+        result.flags["ramp_check"] = None if check is None else check.as_dict()
+        if check is not None and check.behind and result.status == "error":
+            result.status, result.reason = "client_bound", f"{result.reason}; {check.reason()}"
 
     def _judge_hosts(self, result: CellResult, live: _LiveCell) -> None:
         """Ray actors: per-host numbers and clocks, the histograms merged from the hosts', and one slow or badly

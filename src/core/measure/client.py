@@ -123,10 +123,11 @@ async def stream_request(
     extra: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
     parser = ChunkParser(record, on_tokens, keep_text, count_path)
     split = SSESplitter()
-    # A kept-alive connection the server closed just as the pool handed it out fails before any answer
-    # ("Server disconnected without sending a response"): the server never saw this request, so it is
-    # sent again rather than counted as failed (raw transport: the same). A new connection closed without
-    # an answer is the server's fault and is not retried.
+    # A kept-alive connection the server closed just as the pool handed it out fails before any answer:
+    # "Server disconnected without sending a response" (its FIN read first), or a ReadError/WriteError (the
+    # request written into the closed socket drew an RST; a slow client racing the server's keep-alive timeout
+    # does this). The server never saw this request, so it is sent again rather than counted as failed (raw
+    # transport: the same). A new connection closed or reset without an answer is the server's fault: not retried.
     stale_retries = STALE_CONNECTION_RETRIES
     try:
         while True:
@@ -147,7 +148,8 @@ async def stream_request(
                             return record  # leaving the block closes this connection: its stream is in an unknown state
                 finish_stream(parser, split)
             except (httpx.HTTPError, ConnectionError) as exc:
-                if isinstance(exc, httpx.RemoteProtocolError) and not answered and not connected and stale_retries > 0:
+                stale = isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError) and not answered and not connected
+                if stale and stale_retries > 0:
                     stale_retries -= 1
                     continue
                 record.outcome = classify_error(exc)

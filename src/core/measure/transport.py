@@ -69,7 +69,9 @@ class _Response(asyncio.Protocol):
             if exc is None and self.head_done and not self.chunked and self.remaining < 0:
                 self._finish("eof")  # a close-delimited body ended
             else:
-                self._finish("reset" if exc is not None else ("stale" if not self.got_bytes else "truncated"))
+                # Closed or reset before a byte of the answer: on a pooled connection, the server had closed it
+                # (keep-alive timeout) before our request reached it -- retried once on a fresh one (stream_request).
+                self._finish("stale" if not self.got_bytes else ("reset" if exc is not None else "truncated"))
 
     def data_received(self, data: bytes) -> None:
         t = _monotonic_ns()  # one stamp for every event in this read
