@@ -10,20 +10,20 @@ import click
 from rich.console import Console
 
 from infermatrix.cli.common import (
-    DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, OneLineErrors, fail, list_option, number_option, open_store,
+    DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, OneLineErrors, fail, list_option, open_store,
 )
+from infermatrix.cli.attach_flags import ATTACH_FLAGS, attach_config, attach_options
 from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options
 from infermatrix.cli.results_cmds import print_report
 from infermatrix.cli.slo_opts import attach_slos, parse_slo_flags, slo_options
 from infermatrix.cli.trace_flags import apply_trace_flags, trace_options
-from infermatrix.core.config import ConfigError, apply_overrides, load_config
+from infermatrix.core.config import ConfigError, apply_overrides
 from infermatrix.core.registry import validate_config
 from infermatrix.core.contexts import parse_context_list, parse_int_list
 from infermatrix.core.plugins import get_plugin_manager
 
 # Flags that only make sense for a new run: with --resume the stored config is the run's definition.
-_NEW_RUN_FLAGS = ("--engine", "--base-url", "--model", "--contexts", "--prefill-contexts", "--concurrency",
-                  "--duration", "--max-output", "--api", "--api-key-env", "--api-key-file", "--no-loop-detection", *LOAD_FLAGS)  # fmt: skip
+_NEW_RUN_FLAGS = (*ATTACH_FLAGS, "--contexts", "--prefill-contexts", "--concurrency", "--no-loop-detection", *LOAD_FLAGS)
 
 
 @click.command(cls=OneLineErrors)
@@ -33,20 +33,10 @@ _NEW_RUN_FLAGS = ("--engine", "--base-url", "--model", "--contexts", "--prefill-
               help="override a config field, e.g. matrix.duration_s=5; engine.<field> reaches the engine kind's own fields too (docs/plugins.md)")
 @click.option("--resume", "resume_id", default=None, metavar="RUN_ID", help="run only the missing cells of a stored run, with its stored config")
 @click.option("--retry-errors", is_flag=True, help="with --resume: run the cells that ended in error again too")
-@click.option("--engine", "engine_kind", default=None,
-              help="engine kind (`infermatrix plugins` lists them); with --base-url and no config the default is auto (recognise the "
-                   "engine; openai: plain OpenAI API only); without --base-url it launches (set the kind's fields with "
-                   "--set engine.<field>=...); with a config, it replaces engine.kind")
-@click.option("--base-url", default=None, help="attach to a running OpenAI-compatible server")
-@click.option("--model", default=None, help="served model name")
+@attach_options
 @click.option("--contexts", default=None, help="decode-matrix contexts, e.g. 1K,2K")
 @click.option("--prefill-contexts", default=None, help="prefill contexts, e.g. 1K,8K")
 @click.option("--concurrency", default=None, help="concurrency levels, e.g. 1,4,8")
-@click.option("--duration", default=None, metavar="SECONDS", help="seconds per decode cell")
-@click.option("--max-output", default=None, metavar="TOKENS", help="max output tokens per request")
-@click.option("--api", type=click.Choice(["chat", "completions"]), default=None)
-@click.option("--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key")
-@click.option("--api-key-file", default=None, metavar="PATH", help="file holding the API key")
 @click.option("--no-loop-detection", is_flag=True, default=False, help="don't check outputs for loops (loops.enabled = false)")
 @load_options
 @slo_options
@@ -60,8 +50,8 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
         slos = parse_slo_flags(slo_texts, gpu_hour_price)
         if resume_id:
             given = [flag for flag, value in zip(_NEW_RUN_FLAGS, (
-                engine_kind, base_url, model, contexts, prefill_contexts, concurrency, duration, max_output, api,
-                api_key_env, api_key_file, no_loop_detection or None, rate, arrival, load_duration, max_in_flight))
+                engine_kind, base_url, model, duration, max_output, api, api_key_env, api_key_file, contexts, prefill_contexts,
+                concurrency, no_loop_detection or None, rate, arrival, load_duration, max_in_flight))
                 if value is not None]  # fmt: skip
             if given:
                 raise ConfigError(f"{given[0]}: not with --resume (the run's stored config is used; change a field with --set KEY=VALUE)")
@@ -71,31 +61,13 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
                 raise ConfigError("--trace: not with --resume (the run's stored config is used)")
             _resume(pm, resume_id, db, overrides, retry_errors, slos)
             return
-        if config_file:
-            data = load_config(config_file)
-            source = config_file
-        elif base_url or engine_kind:
-            # --base-url alone: recognise the engine behind it (docs/engines.md); --engine openai is the plain choice.
-            data, source = {"engine": {"kind": engine_kind or "auto"}}, "command line"
-        else:
-            raise ConfigError("give a CONFIG_FILE, or --base-url URL --model NAME to attach to a running server")
-        engine = data.setdefault("engine", {})
-        if not isinstance(engine, dict):
-            raise ConfigError(f"{source}: engine: must be a table")
-        for key, value in (("kind", engine_kind), ("base_url", base_url), ("model", model),
-                           ("api_key_env", api_key_env), ("api_key_file", api_key_file)):  # fmt: skip
-            if value is not None:
-                engine[key] = value
-        matrix = data.setdefault("matrix", {})
-        if not isinstance(matrix, dict):
-            raise ConfigError(f"{source}: matrix: must be a table")
+        data, source = attach_config(config_file, engine_kind=engine_kind, base_url=base_url, model=model, duration=duration,
+                                     max_output=max_output, api=api, api_key_env=api_key_env, api_key_file=api_key_file)  # fmt: skip
+        matrix = data["matrix"]
         for key, value in (
             ("contexts", list_option(parse_context_list, contexts, "--contexts")),
             ("prefill_contexts", list_option(parse_context_list, prefill_contexts, "--prefill-contexts")),
             ("concurrency", list_option(parse_int_list, concurrency, "--concurrency")),
-            ("duration_s", number_option(float, duration, "--duration")),
-            ("max_output", number_option(int, max_output, "--max-output")),
-            ("api", api),
         ):
             if value is not None:
                 matrix[key] = value

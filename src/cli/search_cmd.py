@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import click
 
+from infermatrix.cli.attach_flags import attach_config, attach_options
 from infermatrix.cli.common import DEFAULT_DB, OneLineErrors, fail, number_option, open_store
-from infermatrix.core.config import ConfigError, apply_overrides, load_config
+from infermatrix.core.config import ConfigError, apply_overrides
 from infermatrix.core.contexts import parse_context
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.registry import validate_config
@@ -63,14 +64,7 @@ def _search_table(slo: str, over: str, context: int | None, start: str | None, r
 @click.option("--max-in-flight", default=None, metavar="N", help="rate probes: cap on requests in flight")
 @click.option("--db", default=None, help=f"results database (default ./{DEFAULT_DB}, or the config's store.db)")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="override a config field, e.g. matrix.max_output=128")
-@click.option("--engine", "engine_kind", default=None, help="engine kind; with --base-url and no config the default is auto")
-@click.option("--base-url", default=None, help="attach to a running OpenAI-compatible server")
-@click.option("--model", default=None, help="served model name")
-@click.option("--duration", default=None, metavar="SECONDS", help="seconds per decode cell (concurrency probes and the rate start)")
-@click.option("--max-output", default=None, metavar="TOKENS", help="max output tokens per request")
-@click.option("--api", type=click.Choice(["chat", "completions"]), default=None)
-@click.option("--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key")
-@click.option("--api-key-file", default=None, metavar="PATH", help="file holding the API key")
+@attach_options  # --engine, --base-url, --model, --duration (concurrency probes and the rate start), --max-output, --api, --api-key-*
 def search(config_file, slo_text, over, context, start, resolution, max_load, arrival, probe_duration, max_in_flight, db, overrides,
            engine_kind, base_url, model, duration, max_output, api, api_key_env, api_key_file) -> None:
     """Find the highest load (request rate or concurrency) that meets an SLO: double, then bisect."""
@@ -80,23 +74,9 @@ def search(config_file, slo_text, over, context, start, resolution, max_load, ar
     pm = get_plugin_manager()
     try:
         spec = parse_slo(slo_text)
-        if config_file:
-            data, source = load_config(config_file), config_file
-        elif base_url or engine_kind:
-            data, source = {"engine": {"kind": engine_kind or "auto"}}, "command line"
-        else:
-            raise ConfigError("give a CONFIG_FILE, or --base-url URL --model NAME to attach to a running server")
-        engine, matrix = data.setdefault("engine", {}), data.setdefault("matrix", {})
-        if not isinstance(engine, dict) or not isinstance(matrix, dict):
-            raise ConfigError(f"{source}: engine and matrix must be tables")
-        for key, value in (("kind", engine_kind), ("base_url", base_url), ("model", model), ("api_key_env", api_key_env),
-                           ("api_key_file", api_key_file)):  # fmt: skip
-            if value is not None:
-                engine[key] = value
-        for key, value in (("duration_s", number_option(float, duration, "--duration")),
-                           ("max_output", number_option(int, max_output, "--max-output")), ("api", api)):  # fmt: skip
-            if value is not None:
-                matrix[key] = value
+        data, source = attach_config(config_file, engine_kind=engine_kind, base_url=base_url, model=model, duration=duration,
+                                     max_output=max_output, api=api, api_key_env=api_key_env, api_key_file=api_key_file)  # fmt: skip
+        matrix = data["matrix"]
         ctx = _context(context)
         contexts = matrix.get("contexts")
         if ctx is None and isinstance(contexts, list) and contexts:
