@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from infermatrix.core.contexts import parse_context
 
@@ -214,28 +214,31 @@ class ValidityConfig(Strict):
     max_error_rate: float = Field(0.0, ge=0, le=1, description="failed requests / requests")
 
 
+def _arrival_text(v: str) -> str:
+    from infermatrix.core.measure.arrivals import parse_arrival  # measure imports this module
+
+    return str(parse_arrival(v))
+
+
+def _context_tokens(v: Any) -> Any:
+    return None if v is None else parse_context(v)
+
+
+# Fields that [[load]] points and [search] share: an arrival process ("gamma:0.5") and a context ("8K" or tokens).
+ArrivalText = Annotated[str, AfterValidator(_arrival_text)]
+ContextTokens = Annotated[int | None, BeforeValidator(_context_tokens)]
+
+
 class LoadConfig(Strict):
     """One open-loop point (``[[load]]``, or ``--rate``): requests arriving at ``rate`` per second (docs/load.md)."""
 
     rate: float = Field(..., gt=0, description="requests per second")
-    arrival: str = Field("poisson", description="poisson, constant or gamma:K (K < 1 burstier than Poisson)")
+    arrival: ArrivalText = Field("poisson", description="poisson, constant or gamma:K (K < 1 burstier than Poisson)")
     duration_s: float = Field(30.0, gt=0, description="the span the arrivals are drawn over")
-    context: int | None = Field(None, description="prompt tokens of every request (8K labels work); default: the first matrix context, else 1024")
+    context: ContextTokens = Field(None, description="prompt tokens of every request (8K labels work); default: the first matrix context, else 1024")
     max_output: int = Field(256, gt=0, description="max_tokens of every request")
     max_in_flight: int | None = Field(None, gt=0, description="cap on requests in flight: the rest wait in a queue, their latency still counted from the scheduled time")
     seed: int | None = Field(None, description="seed of the arrival schedule; default matrix.seed + the point's index")
-
-    @field_validator("arrival")
-    @classmethod
-    def _arrival(cls, v: str) -> str:
-        from infermatrix.core.measure.arrivals import parse_arrival
-
-        return str(parse_arrival(v))
-
-    @field_validator("context", mode="before")
-    @classmethod
-    def _context(cls, v: Any) -> Any:
-        return None if v is None else parse_context(v)
 
 
 class SearchConfig(Strict):
@@ -243,27 +246,15 @@ class SearchConfig(Strict):
 
     slo: str = Field(..., description="the SLO every probe is judged by: KEY=VALUE limits or a preset (docs/slo.md)")
     over: Literal["rate", "concurrency"] = Field("rate", description="rate: open-loop points; concurrency: decode cells")
-    context: int | None = Field(None, description="prompt tokens of every probe (8K labels work); default: the first matrix context")
+    context: ContextTokens = Field(None, description="prompt tokens of every probe (8K labels work); default: the first matrix context")
     start: float | None = Field(None, gt=0, description="the first load probed; default: rate — the request rate one "
                                 "closed-loop stream achieves (a measured N = 1 cell); concurrency — 1")  # fmt: skip
     resolution: str | None = Field(None, description="how narrow the answer's interval must be: absolute (0.5) or relative "
                                    "to the highest passing load (10%); default 10% for rate, 1 for concurrency")  # fmt: skip
     max: float | None = Field(None, gt=0, description="the highest load probed (doubling stops there)")
-    arrival: str = Field("poisson", description="rate probes: poisson, constant or gamma:K")
+    arrival: ArrivalText = Field("poisson", description="rate probes: poisson, constant or gamma:K")
     duration_s: float | None = Field(None, gt=0, description="rate probes: the span each probe's arrivals are drawn over; default matrix.duration_s")
     max_in_flight: int | None = Field(None, gt=0, description="rate probes: cap on requests in flight (docs/load.md)")
-
-    @field_validator("arrival")
-    @classmethod
-    def _arrival(cls, v: str) -> str:
-        from infermatrix.core.measure.arrivals import parse_arrival
-
-        return str(parse_arrival(v))
-
-    @field_validator("context", mode="before")
-    @classmethod
-    def _context(cls, v: Any) -> Any:
-        return None if v is None else parse_context(v)
 
     @model_validator(mode="after")
     def _check(self) -> SearchConfig:
