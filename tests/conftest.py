@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import subprocess
+from pathlib import Path
 
 import psutil
 import pytest
@@ -13,6 +15,27 @@ from imxtest import SimServer
 @pytest.fixture
 def anyio_backend():
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def sample_traces(tmp_path_factory):
+    """``write(requests, seed=1)`` -> a folder with the repo's sample traces (mooncake.jsonl, azure.csv, burstgpt.csv),
+    written once per (requests, seed) by scripts/make_sample_traces.py loaded as a module (the fast loop starts no
+    process)."""
+    spec = importlib.util.spec_from_file_location("make_sample_traces", Path(__file__).resolve().parents[1] / "scripts" / "make_sample_traces.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    made: dict[tuple[int, int], Path] = {}
+
+    def write(requests: int, seed: int = 1) -> Path:
+        if (requests, seed) not in made:
+            out = tmp_path_factory.mktemp("traces")
+            assert [p.name for p in script.write(out, requests, seed)] == ["mooncake.jsonl", "azure.csv", "burstgpt.csv"]
+            made[(requests, seed)] = out
+        return made[(requests, seed)]
+
+    return write
 
 
 @pytest.fixture(scope="session", autouse=True)

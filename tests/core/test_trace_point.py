@@ -1,7 +1,6 @@
 """Trace-replay points without an engine: the config (``[[load]] kind = "trace"``), what of a trace is replayed,
 the prompts' exact lengths and shared blocks, and the CLI's one-line refusal of a trace that contradicts itself."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -17,18 +16,12 @@ from infermatrix.core.registry import validate_config
 from infermatrix.core.run.trace_point import plan_trace
 from infermatrix.testing import plugin_manager
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_sample_traces.py"
 ENGINE = {"kind": "openai", "base_url": "http://127.0.0.1:9"}
 
 
 @pytest.fixture(scope="module")
-def samples(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("make_sample_traces", SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    out = tmp_path_factory.mktemp("traces")
-    script.write(out, 40, 1)
-    return out
+def samples(sample_traces):
+    return sample_traces(40)
 
 
 def _bad_mooncake(tmp_path) -> Path:

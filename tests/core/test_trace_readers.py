@@ -1,25 +1,15 @@
 """Trace readers (docs/workloads.md) on the sample files the repo's script writes, and on broken files."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 from infermatrix.core.measure.traces import TraceError, read_trace
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_sample_traces.py"
-
 
 @pytest.fixture(scope="module")
-def samples(tmp_path_factory):
-    # The repo's script, loaded as a module (the fast loop starts no process).
-    spec = importlib.util.spec_from_file_location("make_sample_traces", SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    out = tmp_path_factory.mktemp("traces")
-    assert [p.name for p in script.write(out, 30, seed=1)] == ["mooncake.jsonl", "azure.csv", "burstgpt.csv"]
-    return out
+def samples(sample_traces):
+    return sample_traces(30)
 
 
 def test_the_three_formats_read_as_the_same_requests(samples):

@@ -2,7 +2,6 @@
 script writes, replayed at their timestamps; checked against the sim's own record (``/debug/truth``: when
 each request arrived, its prompt_tokens, max_tokens, and its prompt's KV block hashes)."""
 
-import importlib.util
 from pathlib import Path
 
 import bars
@@ -14,20 +13,14 @@ from infermatrix.testing import run_matrix, sim_server
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_sample_traces.py"
 MATRIX = {"contexts": [], "prefill_contexts": [256], "prefill_samples": 1}
 SIM_BLOCK = 16  # the sim profile's KV block (its prefix-cache hash unit)
 SCALE = 0.8  # 40 requests at ~2/s over ~20 s, replayed a little faster: ~16 s, lag bound 40 ms (10 % of the mean gap)
 
 
 @pytest.fixture(scope="module")
-def samples(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("make_sample_traces", SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    out = tmp_path_factory.mktemp("traces")
-    script.write(out, 40, 1)
-    return out
+def samples(sample_traces):
+    return sample_traces(40)
 
 
 def _replay(path: Path, api: str = "completions", **point):

@@ -23,7 +23,7 @@ from infermatrix.core.config import ConfigError
 from infermatrix.core.measure.clocks import ClockModel, Exchange, OffsetEstimate, estimate_offset, fit_clock
 from infermatrix.core.measure.hostclock import convert_record, convert_ticks, drift_uncertainty_ppm, skews_from_env, window_bound
 from infermatrix.core.measure.selfcheck import ClientLoad
-from infermatrix.core.measure.workers import WorkerSpec, split_spec
+from infermatrix.core.measure.workers import WorkerSpec, split_spec, stream_event
 from infermatrix.core.types import RequestRecord
 
 __all__ = ["RayPool", "RayUnavailable", "HostClock", "ray_module"]
@@ -137,17 +137,13 @@ class RayPool:
 
     def _take(self, w: int, kind: str, value: Any) -> None:
         host = self.hosts[w]
+        if stream_event(kind, value, self.started, self.dead, self.on_tokens):
+            return
         if kind == "record":
             rec = dataclasses.replace(value, events=list(value.events))
             convert_record(rec, host.model.to_coordinator)
             self._raw.append((w, value, rec))
             self.records.append(rec)
-        elif kind == "started":
-            self.started.add(value)
-        elif kind == "dead":
-            self.dead.add(value)
-        elif kind == "tokens" and self.on_tokens is not None:
-            self.on_tokens(value)
         elif kind == "load":
             self.host_loads[w] = value[0]
             self.host_ticks[w] = value[1]

@@ -32,7 +32,7 @@ from infermatrix.core.measure.client import stream_request
 from infermatrix.core.measure.selfcheck import ClientLoad, ClientMonitor
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["MAX_CONSECUTIVE_FAILURES", "run_stream", "worker_count", "worker_loop", "split_spec", "WorkerSpec", "WorkerPool"]
+__all__ = ["MAX_CONSECUTIVE_FAILURES", "run_stream", "worker_count", "worker_loop", "split_spec", "stream_event", "WorkerSpec", "WorkerPool"]
 
 # A stream that fails this many times in a row stops; the cell is then an error, not a hang.
 MAX_CONSECUTIVE_FAILURES = 3
@@ -121,6 +121,22 @@ def split_spec(spec: WorkerSpec, k: int) -> list[WorkerSpec]:
                        mine(spec.first, w)) for w in range(k)]  # fmt: skip
 
 
+def stream_event(kind: str, value: Any, started: set[int], dead: set[int], on_tokens: Callable[[int], None] | None) -> bool:
+    """A worker's stream message that every pool (processes, Ray actors) takes alike: a stream's first token
+    (``started``), a stream that gave up (``dead``), tokens read (``tokens``, for the progress line). False for the
+    rest (records, loads, goodbyes), which each pool takes its own way."""
+    if kind == "started":
+        started.add(value)
+    elif kind == "dead":
+        dead.add(value)
+    elif kind == "tokens":
+        if on_tokens is not None:
+            on_tokens(value)
+    else:
+        return False
+    return True
+
+
 class WorkerPool:
     """The parent's side: start K workers, collect their records into ``records``, stop them."""
 
@@ -155,14 +171,10 @@ class WorkerPool:
         try:
             while True:
                 kind, value = await _read_frame(proc.stdout, buf)
+                if stream_event(kind, value, self.started, self.dead, self.on_tokens):
+                    continue
                 if kind == "record":
                     self.records.append(value)
-                elif kind == "started":
-                    self.started.add(value)
-                elif kind == "dead":
-                    self.dead.add(value)
-                elif kind == "tokens" and self.on_tokens is not None:
-                    self.on_tokens(value)
                 elif kind == "load":
                     load, ticks = value
                     self.loads.append(load)
