@@ -111,6 +111,29 @@ def test_concurrency_search_from_the_command_line_then_resume_measures_only_what
     assert all(after[n]["saved_at"] == cells[n]["saved_at"] for n in (1, 2, 4, 8, 6))
 
 
+def test_an_over_capacity_probe_bounds_a_concurrency_search_from_above():
+    """A KV cache of 1,600 tokens holds 5 streams of 256 + 32 tokens (1,440), not 6 (1,728), and every runnable N meets
+    the SLO: 8 and 6 are over capacity (not run, never sent), so the answer is [5, 6] -- a bound, not a stopped search."""
+    search = {"slo": "tpot_p50_ms=1000", "over": "concurrency", "context": 256}
+    profile = {k: v for k, v in CONCURRENCY_PROFILE.items() if k != "base"} | {"kv_tokens": 1600, "max_model_len": 1024}
+    with sim_server(**profile) as sim:
+        # Attached as the sim (not plain OpenAI), so its max sequences are read from its /metrics (the capacity rule).
+        result = run_matrix({"kind": "sim", "base_url": sim.base_url},
+                            matrix={"contexts": [256], "concurrency": [], "max_output": OUTPUT, "duration_s": 1, "steady_timeout_s": 2,
+                                    "check_client": False, "ramp_timeout_s": 30},
+                            config={"search": search})  # fmt: skip
+        sent = decode_requests_by_n(sim.truth()["requests"])
+    assert result.status == "completed", result.error
+    (s,) = result.query("SELECT * FROM slo_search WHERE run_id = ?", [result.run_id])
+    assert (s["status"], s["highest_pass"], s["lowest_fail"], s["probes"]) == ("found", 5, 6, 6), (s["reason"], result.query("SELECT probe, load, verdict, status, reason FROM slo_search_probes WHERE run_id = ?", [result.run_id]))
+    probes = result.query("SELECT probe, load, verdict, status, reason FROM slo_search_probes WHERE run_id = ? ORDER BY probe", [result.run_id])
+    assert [(p["load"], p["verdict"], p["status"]) for p in probes] == [
+        (1, "pass", "valid"), (2, "pass", "valid"), (4, "pass", "valid"), (8, "fail", "over_capacity"), (6, "fail", "over_capacity"),
+        (5, "pass", "valid")]  # fmt: skip
+    assert "over capacity (not run)" in probes[3]["reason"] and "KV" in probes[3]["reason"], probes[3]["reason"]
+    assert set(sent) == {1, 2, 4, 5}  # the server's record: no request of N = 8 or 6 was ever sent
+
+
 def test_a_probe_the_client_cannot_deliver_stops_the_search_with_the_reason():
     """An in-flight cap of 1 at 40/s: the first probe is client_bound — neither a pass nor a fail."""
     search = {"slo": "tpot_p90_ms=1000", "over": "rate", "context": 256, "start": 40, "max_in_flight": 1, "duration_s": 1}

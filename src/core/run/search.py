@@ -3,8 +3,9 @@
 The order of probes is core/slo/search.py's; here each probe is measured as what the run already knows how
 to measure — a rate as an open-loop point (core/run/points.py), a concurrency as a decode cell
 (MatrixRun.decode_cell) — stored as such, then judged by the SQL views (slo_points, slo_cells) against the
-SLO saved with the run. A probe that is not ``valid`` (client_bound, error, over_capacity …) or that the
-SLO can't judge stops the search with the reason: it is neither a pass nor a fail.
+SLO saved with the run. A probe that is not ``valid`` (client_bound, error …) or that the SLO can't judge stops the
+search with the reason: it is neither a pass nor a fail. An ``over_capacity`` concurrency probe is a fail: the
+engine cannot hold that many streams, so no load from there up meets the SLO.
 
 Resume: a probe already stored at the load the search asks for (and a decode cell already stored) is
 judged from the store, not measured again; an interrupted one is measured again.
@@ -162,7 +163,12 @@ class _Search:
             row.update(await self._rate_probe(progress, row["point"], load))
         else:
             row.update(await self._concurrency_probe(progress, int(load)))
-        if row["status"] != "valid":
+        if row["status"] == "over_capacity":
+            # The engine cannot hold N streams of this context at all, so N and every load above it fail the SLO: a
+            # bound of the search (like a fail), not a reason to stop it.
+            row["verdict"] = "fail"
+            row["reason"] = f"probe {probe} at {self.unit(load)} is over capacity (not run): {row.get('reason') or 'no reason given'}"
+        elif row["status"] != "valid":
             row["verdict"] = "stop"
             row["reason"] = f"probe {probe} at {self.unit(load)} is {row['status']}: {row.get('reason') or 'no reason given'}"
         elif row.get("meets") is None:
