@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 
 from infermatrix.cli.common import DEFAULT_DB, EXIT_INTERRUPTED, OneLineErrors, fail, number_option, open_store
+from infermatrix.cli.slo_opts import attach_slos, parse_slo_flags, slo_options
 
 
 @click.command(cls=OneLineErrors)
@@ -23,10 +24,12 @@ from infermatrix.cli.common import DEFAULT_DB, EXIT_INTERRUPTED, OneLineErrors, 
               help="with --ray: the Ray resource the GPUs are counted in (default GPU, Ray's own; any custom resource name works)")
 @click.option("--node-dir", default=None, metavar="DIR",
               help="with --ray: the scratch directory on each node for its run's database and engine files (default the node's temp dir)")
-def sweep(config_files, db, overrides, use_ray, ray_address, gpus_per_run, gpu_resource, node_dir) -> None:
+@slo_options
+def sweep(config_files, db, overrides, use_ray, ray_address, gpus_per_run, gpu_resource, node_dir, slo_texts, gpu_hour_price) -> None:
     """Run several CONFIG files into one database: one after another, or with --ray one Ray task per config
     on the cluster's GPU nodes, each run merged into the database as it finishes. A summary table ends it;
-    exit 1 if a run failed or was lost (resume it with `infermatrix resume RUN_ID`), 130 if interrupted."""
+    exit 1 if a run failed or was lost (resume it with `infermatrix resume RUN_ID`), 130 if interrupted.
+    --slo and --gpu-hour-price are stored with every run that reached the database, as `run` stores them."""
     from infermatrix.core.config import ConfigError
     from infermatrix.core.plugins import get_plugin_manager
 
@@ -36,12 +39,13 @@ def sweep(config_files, db, overrides, use_ray, ray_address, gpus_per_run, gpu_r
                                     ("--node-dir", node_dir)) if v is not None]  # fmt: skip
         if ray_flags and not use_ray:
             raise ConfigError(f"{ray_flags[0]}: only with --ray")
+        slos = parse_slo_flags(slo_texts, gpu_hour_price)
         configs = _load_configs(pm, config_files, overrides)
         gpus = number_option(float, gpus_per_run, "--gpus-per-run") or 1.0
     except ConfigError as exc:
         fail(str(exc))
     store = open_store(db or configs[0][1].store.db or DEFAULT_DB)
-    _run(pm, configs, store, use_ray, ray_address, gpus, gpu_resource, node_dir)
+    _run(pm, configs, store, use_ray, ray_address, gpus, gpu_resource, node_dir, slos)
 
 
 def _load_configs(pm, config_files, overrides) -> list:
@@ -62,7 +66,7 @@ def _load_configs(pm, config_files, overrides) -> list:
     return configs
 
 
-def _run(pm, configs, store, use_ray: bool, address, gpus: float, resource, node_dir) -> None:
+def _run(pm, configs, store, use_ray: bool, address, gpus: float, resource, node_dir, slos) -> None:
     import signal
 
     from infermatrix.core.run.sweep import name_runs, run_local_sweep, summary_table, sweep_exit_code
@@ -90,12 +94,26 @@ def _run(pm, configs, store, use_ray: bool, address, gpus: float, resource, node
             if entry.status not in ("completed", "failed", "interrupted", "lost", "not started"):
                 entry.status, entry.error = "failed", f"the sweep stopped before it came back ({type(exc).__name__})"
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the summary is printed whatever happens now
+    _save_slos(store, [e.run_id for e in entries if e.in_db], slos, err)
     code = sweep_exit_code(entries)
     Console().print(summary_table(store, entries, show_node=use_ray))
     Console().print(f"database: {store.path}", highlight=False)
     store.close()
     if code:
         sys.exit(EXIT_INTERRUPTED if code == 130 else code)
+
+
+def _save_slos(store, run_ids: list[str], slos, err: Console) -> None:
+    """--slo and --gpu-hour-price, stored with every run of the sweep (each config's own [slo] is stored already)."""
+    from infermatrix.core.store import StoreError
+
+    specs, price = slos
+    if not run_ids or (not specs and price is None):
+        return
+    try:
+        attach_slos(store, run_ids, specs, price)
+    except StoreError as exc:  # the measurements are saved; only the SLO is missing: say so, go on
+        err.print(f"warning: SLO not stored: {exc}", highlight=False)
 
 
 COMMANDS = [sweep]

@@ -78,7 +78,7 @@ def test_two_runs_land_in_one_database_and_a_failed_one_does_not_stop_the_sweep(
     dead.write_text(f'name = "dead"\n[engine]\nkind = "openai"\nbase_url = "http://127.0.0.1:{free_port()}"\nmodel = "m"\n'
                     '[matrix]\ncontexts = ["1K"]\nprefill_contexts = []\nconcurrency = [1]\nduration_s = 1.0\n')  # fmt: skip
     b = sim_config(tmp_path / "b.toml", "b", [1])
-    proc = run_cli("sweep", str(a), str(dead), str(b), "--db", str(db), cwd=tmp_path)
+    proc = run_cli("sweep", str(a), str(dead), str(b), "--db", str(db), "--slo", "ttft_p99_ms=60000", "--gpu-hour-price", "2.5", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     runs = runs_by_name(db)
     assert set(runs) == {"a", "b"}, runs  # one database, the two runs that could run
@@ -88,6 +88,18 @@ def test_two_runs_land_in_one_database_and_a_failed_one_does_not_stop_the_sweep(
     assert f"{runs['a']['run_id']}" in table and "2 valid" in table and "1 valid" in table, table
     assert "dead.toml" in table and "failed" in table and "is the server running" in table, table
     assert not processes_mentioning(str(tmp_path))
+    # --slo and --gpu-hour-price are stored with both runs, and judge their cells as `run`'s do.
+    ids = sorted(r["run_id"] for r in runs.values())
+    assert rows(db, "SELECT DISTINCT run_id, slo FROM slo_limits ORDER BY 1") == [(i, "ttft_p99_ms=60000") for i in ids]
+    assert rows(db, "SELECT run_id, gpu_hour_usd FROM run_costs ORDER BY 1") == [(i, 2.5) for i in ids]
+    assert rows(db, "SELECT count(*), bool_and(meets) FROM slo_cells WHERE slo = 'ttft_p99_ms=60000'") == [(3, True)]
+
+
+def test_a_bad_slo_stops_the_sweep_before_anything_runs(tmp_path):
+    cfg = sim_config(tmp_path / "a.toml", "a", [1])
+    result = _invoke(str(cfg), "--slo", "ttft_p99=fast", "--db", str(tmp_path / "s.duckdb"))
+    assert result.exit_code == 2 and "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "s.duckdb").exists()
 
 
 @pytest.mark.slow

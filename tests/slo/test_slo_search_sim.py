@@ -125,8 +125,8 @@ def test_an_over_capacity_probe_bounds_a_concurrency_search_from_above():
         sent = decode_requests_by_n(sim.truth()["requests"])
     assert result.status == "completed", result.error
     (s,) = result.query("SELECT * FROM slo_search WHERE run_id = ?", [result.run_id])
-    assert (s["status"], s["highest_pass"], s["lowest_fail"], s["probes"]) == ("found", 5, 6, 6), (s["reason"], result.query("SELECT probe, load, verdict, status, reason FROM slo_search_probes WHERE run_id = ?", [result.run_id]))
     probes = result.query("SELECT probe, load, verdict, status, reason FROM slo_search_probes WHERE run_id = ? ORDER BY probe", [result.run_id])
+    assert (s["status"], s["highest_pass"], s["lowest_fail"], s["probes"]) == ("found", 5, 6, 6), (s["reason"], probes)
     assert [(p["load"], p["verdict"], p["status"]) for p in probes] == [
         (1, "pass", "valid"), (2, "pass", "valid"), (4, "pass", "valid"), (8, "fail", "over_capacity"), (6, "fail", "over_capacity"),
         (5, "pass", "valid")]  # fmt: skip
