@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -45,6 +46,7 @@ from infermatrix.core.measure.workers import WorkerPool, WorkerSpec, usable_core
 from infermatrix.core.types import RequestRecord
 
 ROOT = Path(__file__).resolve().parents[1]
+START_BOUND_S = 60  # the workers table waits at most this long for its 128 streams' first tokens
 BODY = {"model": "bench", "prompt": "x", "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
 
 
@@ -195,8 +197,15 @@ async def _pool(url: str, n: int, k: int, seconds: float, transport: str) -> tup
     records: list[RequestRecord] = []
     pool = WorkerPool(spec, k, records)
     task = asyncio.ensure_future(pool.run())
-    while len(pool.started) < n:
+    # Every stream started, or gave up (dead), or a bound: a stream whose requests keep failing, or a worker that
+    # died, must not hang the benchmark (CI once waited here 240 s); what went wrong is printed, not swallowed.
+    deadline = time.monotonic() + START_BOUND_S
+    while len(pool.started) + len(pool.dead) < n and not task.done() and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
+    if len(pool.started) < n:
+        failed = Counter(f"{r.outcome}: {(r.error or '')[:80]}" for r in records if r.outcome not in ("ok", "cancelled"))
+        print(f"  note: {len(pool.started)} of {n} streams started ({len(pool.dead)} gave up; workers exited: "
+              f"{[p.returncode for p in pool.procs]}); failed requests: {dict(failed) or 'none'}", flush=True)  # fmt: skip
     t0 = time.monotonic()
     await asyncio.sleep(seconds)
     t1 = time.monotonic()
