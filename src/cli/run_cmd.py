@@ -15,7 +15,7 @@ from infermatrix.cli.common import (
 from infermatrix.cli.attach_flags import ATTACH_FLAGS, attach_config, attach_options
 from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options
 from infermatrix.cli.results_cmds import print_report
-from infermatrix.cli.slo_opts import attach_slos, parse_slo_flags, slo_options
+from infermatrix.cli.slo_opts import attach_slos_after_run, parse_slo_flags, slo_options
 from infermatrix.cli.trace_flags import apply_trace_flags, trace_options
 from infermatrix.core.config import ConfigError, apply_overrides
 from infermatrix.core.registry import validate_config
@@ -163,14 +163,10 @@ def _raise_interrupt(signum, frame) -> None:
 def _save_slos(store, rid: str, cfg, slos, err: Console) -> None:
     """The run's SLOs ([slo] and --slo) and --gpu-hour-price, stored with it for the report's views."""
     from infermatrix.core.slo import slo_from_table
-    from infermatrix.core.store import StoreError
 
     specs, price = slos
     specs = ([slo_from_table(cfg.slo)] if cfg.slo is not None else []) + list(specs)
-    try:
-        attach_slos(store, [rid], specs, price)
-    except StoreError as exc:  # the measurements are saved; only the SLO is missing: say so, go on
-        err.print(f"warning: SLO not stored: {exc}", highlight=False)
+    attach_slos_after_run(store, [rid], specs, price, err)
 
 
 def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool, slos=([], None)) -> None:

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import click
 
 
-__all__ = ["slo_options", "parse_slo_flags", "attach_slos"]
+__all__ = ["slo_options", "parse_slo_flags", "attach_slos", "attach_slos_after_run"]
 
 
 def slo_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -37,3 +37,16 @@ def attach_slos(store, run_ids: list[str], specs: list[Any], price: float | None
         save_slos(store, rid, specs)
         if price is not None:
             save_gpu_hour_price(store, rid, price)
+
+
+def attach_slos_after_run(store, run_ids: list[str], specs: list[Any], price: float | None, err: Any) -> None:
+    """:func:`attach_slos` once the runs are measured (run, sweep): a store error there loses only the SLO, so it is
+    a warning on ``err`` (a rich Console), and the measurements stay."""
+    from infermatrix.core.store import StoreError
+
+    if not run_ids or (not specs and price is None):
+        return
+    try:
+        attach_slos(store, run_ids, specs, price)
+    except StoreError as exc:
+        err.print(f"warning: SLO not stored: {exc}", highlight=False)

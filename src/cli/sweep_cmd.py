@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 
 from infermatrix.cli.common import DEFAULT_DB, EXIT_INTERRUPTED, OneLineErrors, fail, number_option, open_store
-from infermatrix.cli.slo_opts import attach_slos, parse_slo_flags, slo_options
+from infermatrix.cli.slo_opts import attach_slos_after_run, parse_slo_flags, slo_options
 
 
 @click.command(cls=OneLineErrors)
@@ -94,26 +94,14 @@ def _run(pm, configs, store, use_ray: bool, address, gpus: float, resource, node
             if entry.status not in ("completed", "failed", "interrupted", "lost", "not started"):
                 entry.status, entry.error = "failed", f"the sweep stopped before it came back ({type(exc).__name__})"
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the summary is printed whatever happens now
-    _save_slos(store, [e.run_id for e in entries if e.in_db], slos, err)
+    specs, price = slos  # each config's own [slo] is stored already
+    attach_slos_after_run(store, [e.run_id for e in entries if e.in_db], specs, price, err)
     code = sweep_exit_code(entries)
     Console().print(summary_table(store, entries, show_node=use_ray))
     Console().print(f"database: {store.path}", highlight=False)
     store.close()
     if code:
         sys.exit(EXIT_INTERRUPTED if code == 130 else code)
-
-
-def _save_slos(store, run_ids: list[str], slos, err: Console) -> None:
-    """--slo and --gpu-hour-price, stored with every run of the sweep (each config's own [slo] is stored already)."""
-    from infermatrix.core.store import StoreError
-
-    specs, price = slos
-    if not run_ids or (not specs and price is None):
-        return
-    try:
-        attach_slos(store, run_ids, specs, price)
-    except StoreError as exc:  # the measurements are saved; only the SLO is missing: say so, go on
-        err.print(f"warning: SLO not stored: {exc}", highlight=False)
 
 
 COMMANDS = [sweep]
