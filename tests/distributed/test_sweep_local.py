@@ -15,7 +15,7 @@ from reliability.rel_helpers import Cli
 from sweep_helpers import need_ray, rows, runs_by_name, sim_config
 
 from infermatrix.cli import _add_builtin_commands, cli
-from infermatrix.core.run.sweep import LOST, NOT_STARTED, SweepEntry, sweep_exit_code
+from infermatrix.core.run.sweep import LOST, NOT_STARTED, SweepEntry, summary_table, sweep_exit_code
 
 
 def _invoke(*args: str):
@@ -71,6 +71,22 @@ def test_exit_code_says_the_worst_outcome():
 
 
 @pytest.mark.slow
+def test_summary_shows_config_paths_relative_and_unfolded(tmp_path, monkeypatch):
+    """An absolute temp path used to fill the table and fold inside its cell ('…/test_ctrl_c_…/i' | '2.toml')."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    deep = tmp_path / "sub" / "i2.toml"
+    monkeypatch.chdir(tmp_path)
+    entries = [SweepEntry(str(deep), None, "abcdef123456"), SweepEntry("/elsewhere/x.toml", None, "0123456789ab")]  # type: ignore[arg-type]
+    out = StringIO()
+    Console(file=out, width=80).print(summary_table(None, entries, show_node=False))  # type: ignore[arg-type]  # no run in a db
+    text = out.getvalue()
+    assert "sub/i2.toml" in text, text  # relative to the working directory: tmp_path left out
+    assert str(tmp_path) not in text and "/elsewhere/x.toml" in text and "(0123456789ab)" in text, text
+
+
 def test_two_runs_land_in_one_database_and_a_failed_one_does_not_stop_the_sweep(tmp_path):
     db = tmp_path / "sweep.duckdb"
     a = sim_config(tmp_path / "a.toml", "a", [1, 2])

@@ -12,6 +12,7 @@ import functools
 import platform
 import signal
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -24,7 +25,7 @@ from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.store import Store, StoreError
 from infermatrix.core.store.runs import new_run_id
 
-__all__ = ["SweepEntry", "name_runs", "run_local_sweep", "record_lost_run", "save_config_slo", "summary_table", "sweep_exit_code"]
+__all__ = ["SweepEntry", "name_runs", "run_local_sweep", "record_lost_run", "save_config_slo", "shown_path", "summary_table", "sweep_exit_code"]
 
 # Sweep-level statuses beyond a run's own (completed | interrupted | failed):
 LOST = "lost"  # its Ray node (or worker process) died while it ran; recorded for resume
@@ -124,6 +125,18 @@ def _cell_counts(store: Store, run_id: str) -> str:
     return ", ".join(f"{n} {status}" for status, n in rows) or "none"
 
 
+def shown_path(source: str) -> str:
+    """A config path as the reader gave it, or relative to the working directory when it lies below it
+    (an absolute temp path would otherwise fill the table)."""
+    path = Path(source)
+    if path.is_absolute():
+        try:
+            return str(path.relative_to(Path.cwd()))
+        except ValueError:
+            return source
+    return source
+
+
 def summary_table(store: Store, entries: list[SweepEntry], show_node: bool) -> Table:
     """One row per config: its run, status, stored cells by status (and node), and why it did not complete."""
     table = Table(title="sweep", title_justify="left")
@@ -135,7 +148,7 @@ def summary_table(store: Store, entries: list[SweepEntry], show_node: bool) -> T
         if e.in_db and e.status != "completed":
             note = (note + " · " if note else "") + f"resume: infermatrix resume {e.run_id} --db {store.path}"
         style = {"completed": "green", "interrupted": "yellow", NOT_STARTED: "dim"}.get(e.status, "red")
-        table.add_row(e.source, e.run_id if e.in_db else f"({e.run_id})", f"[{style}]{e.status}[/]", cells,
+        table.add_row(shown_path(e.source), e.run_id if e.in_db else f"({e.run_id})", f"[{style}]{e.status}[/]", cells,
                       *([e.node or "—"] if show_node else []), note)  # fmt: skip
     return table
 
