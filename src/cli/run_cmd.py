@@ -13,7 +13,7 @@ from infermatrix.cli.common import (
     DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, OneLineErrors, fail, list_option, open_store,
 )
 from infermatrix.cli.attach_flags import ATTACH_FLAGS, attach_config, attach_options
-from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options
+from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options, points_take_max_output
 from infermatrix.cli.results_cmds import print_report
 from infermatrix.cli.slo_opts import attach_slos_after_run, parse_slo_flags, slo_options
 from infermatrix.cli.trace_flags import apply_trace_flags, trace_options
@@ -82,6 +82,7 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
         apply_trace_flags(data, trace_path, time_scale, trace_requests)
         if rate_points and trace_path is not None:  # --rate and --trace together: the rate points, then the replay
             data["load"] = [*rate_points, *data["load"]]
+        points_take_max_output(data, matrix.get("max_output") if max_output is not None else None)
         data = apply_overrides(data, list(overrides))
         cfg = validate_config(pm, data, source)
         _preflight(cfg)
