@@ -27,7 +27,7 @@ from infermatrix.core.store import Store
 from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport
 from infermatrix.core.run.matrix import MatrixRun
-from infermatrix.core.run.points import pending_points, run_points
+from infermatrix.core.run.points import pending_points, plan_lines, run_points
 from infermatrix.core.run.sessions import run_sessions
 from infermatrix.core.store.workload_store import pass_done
 from infermatrix.core.run.search import run_search, search_pending
@@ -107,6 +107,7 @@ async def execute_run(
                 created = True
                 outcome.status = "failed"
                 matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells)
+                matrix_run.plan = plan_lines(cfg)
                 await matrix_run.run(todo)
                 await _after_matrix(matrix_run, store, run_id, cfg, retry_errors)
             outcome.status = "interrupted" if work.cancelled_caught else "completed"
