@@ -181,14 +181,14 @@ def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool, slos=([], N
     err = Console(stderr=True)
     try:
         outcome = anyio.run(lambda: execute_run(pm, cfg, store, err, run_id=run_id, retry_errors=retry_errors))
-    except ConfigError as exc:
-        store.close()
+    except ConfigError as exc:  # found before the run existed (an unreachable URL ...): a database made for it goes again
+        store.close_unused()
         fail(str(exc))
     except StoreError as exc:
-        store.close()
+        store.close_unused()
         fail(f"run stopped: {exc}", EXIT_FAILED)
     except Exception as exc:  # a bug, not the engine's or the user's doing: one line (the run is marked failed), details in a file
-        store.close()
+        store.close_unused()
         fail(_internal_error(exc, cfg), EXIT_FAILED)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # asyncio put the default back when the run ended
     rid = outcome.run_id
@@ -196,7 +196,7 @@ def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool, slos=([], N
         _save_slos(store, rid, cfg, slos, err)
     hint = f"infermatrix resume {rid}" + (f" --db {store.path}" if store.path != DEFAULT_DB else "")
     if rid is None:  # interrupted before the run existed
-        store.close()
+        store.close_unused()
         err.print("interrupted before anything started", highlight=False)
         sys.exit(EXIT_INTERRUPTED)
     if outcome.hard_stop:

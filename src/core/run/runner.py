@@ -23,7 +23,7 @@ from infermatrix.core.engine.contract import Engine, EngineError, probe_reachabl
 from infermatrix.core.engine.detect import AUTO_KIND, Detection, detect_engine, resolve_auto
 from infermatrix.core.redact import redact_text
 from infermatrix.core.registry import build_engine, workload_name
-from infermatrix.core.store import Store
+from infermatrix.core.store import Store, StoreError
 from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport
 from infermatrix.core.run.matrix import MatrixRun
@@ -121,7 +121,11 @@ async def execute_run(
             where = engine.base_url if engine else cfg.engine.base_url
             text = f"lost the engine at {where}: {type(exc).__name__}: {exc}"
             outcome.error = engine.redact(text) if engine else text
-        except BaseException as exc:  # a bug or a store failure: the run is failed, and the error shown
+        except StoreError as exc:  # a result that could not be saved (a full disk): the run stops, resumable, as a failure
+            if not created:
+                raise
+            outcome.status, outcome.error = "failed", str(exc)
+        except BaseException as exc:  # a bug: the run is failed, and the error shown
             if created and engine is not None:
                 outcome.status, outcome.error = "failed", engine.redact(f"{type(exc).__name__}: {exc}")
             raise
@@ -134,9 +138,13 @@ async def execute_run(
                         console.print(f"  {engine.kind} killed" if sig.hard else f"  stopping {engine.kind} …", highlight=False)
                     clock.enter("stop")
                     await engine.stop()
-                    _save_phase_seconds(store, run_id, clock)
-                    store.finish_run(run_id, outcome.status, error=outcome.error)
                     outcome.hard_stop = sig.hard
+                    try:
+                        _save_phase_seconds(store, run_id, clock)
+                        store.finish_run(run_id, outcome.status, error=outcome.error)
+                    except StoreError as exc:  # the disk is still full: what was saved stays; resume reads the stored config
+                        outcome.status = "failed"
+                        outcome.error = f"{outcome.error or 'run stopped'}; its status could not be saved either ({exc})"
         return outcome
 
     error: BaseException | None = None
