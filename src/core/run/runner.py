@@ -106,12 +106,13 @@ async def execute_run(
                     return outcome
                 created = True
                 outcome.status = "failed"
-                matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells)
-                matrix_run.plan = plan_lines(cfg)
+                matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells, plan=plan_lines(cfg))
                 await matrix_run.run(todo)
                 await _after_matrix(matrix_run, store, run_id, cfg, retry_errors)
             outcome.status = "interrupted" if work.cancelled_caught else "completed"
-        except EngineError as exc:
+        except (EngineError, StoreError) as exc:  # the engine failed; or a result could not be saved (a full disk): resumable
+            if isinstance(exc, StoreError) and not created:
+                raise
             outcome.status, outcome.error = "failed", engine.redact(str(exc)) if engine else str(exc)
         except (EngineDown, StepFailed) as exc:  # a guarded step the loop does not handle itself: the run stops, cleanly
             outcome.status = "failed"
@@ -121,10 +122,6 @@ async def execute_run(
             where = engine.base_url if engine else cfg.engine.base_url
             text = f"lost the engine at {where}: {type(exc).__name__}: {exc}"
             outcome.error = engine.redact(text) if engine else text
-        except StoreError as exc:  # a result that could not be saved (a full disk): the run stops, resumable, as a failure
-            if not created:
-                raise
-            outcome.status, outcome.error = "failed", str(exc)
         except BaseException as exc:  # a bug: the run is failed, and the error shown
             if created and engine is not None:
                 outcome.status, outcome.error = "failed", engine.redact(f"{type(exc).__name__}: {exc}")
@@ -138,13 +135,7 @@ async def execute_run(
                         console.print(f"  {engine.kind} killed" if sig.hard else f"  stopping {engine.kind} …", highlight=False)
                     clock.enter("stop")
                     await engine.stop()
-                    outcome.hard_stop = sig.hard
-                    try:
-                        _save_phase_seconds(store, run_id, clock)
-                        store.finish_run(run_id, outcome.status, error=outcome.error)
-                    except StoreError as exc:  # the disk is still full: what was saved stays; resume reads the stored config
-                        outcome.status = "failed"
-                        outcome.error = f"{outcome.error or 'run stopped'}; its status could not be saved either ({exc})"
+                    _store_outcome(store, run_id, clock, outcome, sig.hard)
         return outcome
 
     error: BaseException | None = None
@@ -242,6 +233,18 @@ async def _after_matrix(matrix_run: MatrixRun, store: Store, run_id: str, cfg: R
     await run_points(matrix_run, pending_points(store, run_id, cfg, retry_errors))  # open-loop points ([[load]], --rate)
     await run_search(matrix_run, retry_errors)  # the SLO search ([search])
     await run_sessions(matrix_run, retry_errors)  # a workload's own traffic (shared-prefix, multi-turn), last
+
+
+def _store_outcome(store: Store, run_id: str, clock: PhaseClock, outcome: RunOutcome, hard_stop: bool) -> None:
+    """The run's wall time and final status. A store that cannot take them (the disk still full) leaves the run
+    ``running`` in the database, which ``resume`` takes as it is; the outcome says so."""
+    outcome.hard_stop = hard_stop
+    try:
+        _save_phase_seconds(store, run_id, clock)
+        store.finish_run(run_id, outcome.status, error=outcome.error)
+    except StoreError as exc:
+        outcome.status = "failed"
+        outcome.error = f"{outcome.error or 'run stopped'}; its status could not be saved either ({exc})"
 
 
 def _save_phase_seconds(store: Store, run_id: str, clock: PhaseClock) -> None:
