@@ -10,13 +10,13 @@ import sys
 import click
 
 from infermatrix import __version__
-from infermatrix.cli.common import EXIT_INTERRUPTED
+from infermatrix.cli.common import EXIT_INTERRUPTED, OneLineGroup
 from infermatrix.core.plugins import get_plugin_manager
 
 __all__ = ["main", "cli"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="infermatrix")
 def cli() -> None:
     """Benchmark LLM inference engines and compare them side by side."""

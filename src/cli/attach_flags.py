@@ -31,7 +31,9 @@ def attach_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--base-url", default=None, help="attach to a running OpenAI-compatible server"),
         click.option("--model", default=None, help="served model name"),
         click.option("--duration", default=None, metavar="SECONDS", help="seconds per decode cell"),
-        click.option("--max-output", default=None, metavar="TOKENS", help="max output tokens per request"),
+        click.option("--max-output", default=None, metavar="TOKENS",
+                     help="max output tokens per request: the matrix's, and (run) every --rate / [[load]] rate point's that sets "
+                          "none itself; a trace replay's requests keep the trace's lengths, a workload pass its output_tokens"),
         click.option("--api", type=click.Choice(["chat", "completions"]), default=None),
         click.option("--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key"),
         click.option("--api-key-file", default=None, metavar="PATH", help="file holding the API key"),

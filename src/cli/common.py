@@ -11,7 +11,7 @@ from rich.console import Console
 from infermatrix.core.config import ConfigError
 
 __all__ = [
-    "fail", "open_store", "list_option", "number_option", "OneLineErrors",
+    "fail", "open_store", "list_option", "number_option", "OneLineErrors", "OneLineGroup", "usage_mistake",
     "DEFAULT_DB", "EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED",
 ]
 
@@ -26,16 +26,50 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     sys.exit(code)
 
 
+def usage_mistake(exc: click.UsageError, ctx: click.Context) -> None:
+    """A usage mistake (unknown option or command, a value not among a ``click.Choice``'s) as one ``error:`` line,
+    exit 2, like every other bad input — not click's usage block. ``ctx``: the command it was made on."""
+    names = []
+    node: click.Context | None = ctx
+    while node is not None:  # the command's path below the program: "report", "sim serve"
+        if node.parent is not None or not isinstance(node.command, click.Group):  # the program's group is "infermatrix"
+            names.append(node.info_name or "")
+        node = node.parent
+    fail(f"{exc.format_message()} (see {' '.join(['infermatrix', *reversed(names)])} --help)")
+
+
 class OneLineErrors(click.Command):
-    """A command whose usage mistakes (unknown option, bad value) are one ``error:`` line, exit 2,
-    like every other bad input — not click's usage block."""
+    """A command whose usage mistakes are one line (``usage_mistake``), also when it is invoked on its own."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
-            fail(f"{exc.format_message()} (see infermatrix {ctx.info_name} --help)")
+            usage_mistake(exc, ctx)
             raise  # unreachable: fail() exits
+
+
+class OneLineGroup(click.Group):
+    """The top-level group: a usage mistake in any of its commands — built-in or a plugin's, nested groups too
+    (``sim serve``) — is one line (``usage_mistake``). Asking a group for nothing still shows its help."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            usage_mistake(exc, exc.ctx or ctx)
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            usage_mistake(exc, exc.ctx or ctx)
+            raise
 
 
 def open_store(db: str, read_only: bool = False):

@@ -14,7 +14,7 @@ from infermatrix.cli.common import number_option
 from infermatrix.core.config import ConfigError
 from infermatrix.core.measure.arrivals import parse_arrival
 
-__all__ = ["LOAD_FLAGS", "apply_load_flags", "load_options", "parse_rates"]
+__all__ = ["LOAD_FLAGS", "apply_load_flags", "load_options", "parse_rates", "points_take_max_output"]
 
 LOAD_FLAGS = ("--rate", "--arrival", "--load-duration", "--max-in-flight")
 
@@ -68,3 +68,18 @@ def apply_load_flags(data: dict[str, Any], rate: str | None, arrival: str | None
     if max_in_flight is not None:
         point["max_in_flight"] = number_option(int, max_in_flight, "--max-in-flight")
     data["load"] = [{"rate": r, **point} for r in parse_rates(rate)]
+
+
+def points_take_max_output(data: dict[str, Any], max_output: int | None) -> None:
+    """``--max-output`` reaches every rate point (``--rate`` or the config's ``[[load]]``) that does not set its own
+    ``max_output``: a point's own value > the flag > ``LoadConfig``'s default (docs/load.md, "What shapes a point's
+    requests"). Written into the point, so the stored config (and ``resume``) has it. A trace point is left alone:
+    each of its requests asks for the trace's own output length."""
+    points = data.get("load")
+    if max_output is None or not isinstance(points, list):
+        return
+    for point in points:
+        if not isinstance(point, dict) or "max_output" in point:
+            continue  # not a table (the config check says so), or the point's own value
+        if point.get("kind") != "trace" and point.get("arrival") != "trace":
+            point["max_output"] = max_output

@@ -13,7 +13,7 @@ from infermatrix.cli.common import (
     DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, OneLineErrors, fail, list_option, open_store,
 )
 from infermatrix.cli.attach_flags import ATTACH_FLAGS, attach_config, attach_options
-from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options
+from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options, points_take_max_output
 from infermatrix.cli.results_cmds import print_report
 from infermatrix.cli.slo_opts import attach_slos_after_run, parse_slo_flags, slo_options
 from infermatrix.cli.trace_flags import apply_trace_flags, trace_options
@@ -82,6 +82,7 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
         apply_trace_flags(data, trace_path, time_scale, trace_requests)
         if rate_points and trace_path is not None:  # --rate and --trace together: the rate points, then the replay
             data["load"] = [*rate_points, *data["load"]]
+        points_take_max_output(data, matrix.get("max_output") if max_output is not None else None)
         data = apply_overrides(data, list(overrides))
         cfg = validate_config(pm, data, source)
         _preflight(cfg)
@@ -180,14 +181,14 @@ def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool, slos=([], N
     err = Console(stderr=True)
     try:
         outcome = anyio.run(lambda: execute_run(pm, cfg, store, err, run_id=run_id, retry_errors=retry_errors))
-    except ConfigError as exc:
-        store.close()
+    except ConfigError as exc:  # found before the run existed (an unreachable URL ...): a database made for it goes again
+        store.close_unused()
         fail(str(exc))
     except StoreError as exc:
-        store.close()
+        store.close_unused()
         fail(f"run stopped: {exc}", EXIT_FAILED)
     except Exception as exc:  # a bug, not the engine's or the user's doing: one line (the run is marked failed), details in a file
-        store.close()
+        store.close_unused()
         fail(_internal_error(exc, cfg), EXIT_FAILED)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # asyncio put the default back when the run ended
     rid = outcome.run_id
@@ -195,7 +196,7 @@ def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool, slos=([], N
         _save_slos(store, rid, cfg, slos, err)
     hint = f"infermatrix resume {rid}" + (f" --db {store.path}" if store.path != DEFAULT_DB else "")
     if rid is None:  # interrupted before the run existed
-        store.close()
+        store.close_unused()
         err.print("interrupted before anything started", highlight=False)
         sys.exit(EXIT_INTERRUPTED)
     if outcome.hard_stop:

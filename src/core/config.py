@@ -236,7 +236,7 @@ class LoadConfig(Strict):
     arrival: ArrivalText = Field("poisson", description="poisson, constant or gamma:K (K < 1 burstier than Poisson)")
     duration_s: float = Field(30.0, gt=0, description="the span the arrivals are drawn over")
     context: ContextTokens = Field(None, description="prompt tokens of every request (8K labels work); default: the first matrix context, else 1024")
-    max_output: int = Field(256, gt=0, description="max_tokens of every request")
+    max_output: int = Field(256, gt=0, description="max_tokens of every request; default: run --max-output when given, else 256 (docs/load.md)")
     max_in_flight: int | None = Field(None, gt=0, description="cap on requests in flight: the rest wait in a queue, their latency still counted from the scheduled time")
     seed: int | None = Field(None, description="seed of the arrival schedule; default matrix.seed + the point's index")
 

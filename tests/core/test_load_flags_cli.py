@@ -91,3 +91,32 @@ def test_rate_points_alone_run_end_to_end(tmp_path):
     cells = con.execute("SELECT count(*) FROM cells").fetchone()[0] + con.execute("SELECT count(*) FROM prefill").fetchone()[0]
     con.close()
     assert cells == 0 and [(s, t) for s, t, _ in points] == [(8, 8)]
+
+
+@pytest.mark.slow  # a sim server and the real command line, as processes
+def test_max_output_reaches_every_rate_point_and_a_points_own_value_wins(tmp_path, sim_factory):
+    """issue 27 item 1: `--max-output 32` set the matrix's cap, but the `--rate` points sent max_tokens 256 (LoadConfig's
+    default). Judged by what the SERVER was asked and did (the sim's /debug/truth) and what was stored: a --rate point,
+    and a config's [[load]] points (one with its own max_output, which wins over the flag)."""
+    sim = sim_factory("tiny")
+    attach = ("--base-url", sim.base_url, "--set", "matrix.contexts=[]", "--set", "matrix.prefill_contexts=[]", "--max-output", "32")
+    db = tmp_path / "r.duckdb"
+    proc = run_cli("run", *attach, "--rate", "4", "--arrival", "constant", "--load-duration", "1", "--db", str(db), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config = tmp_path / "points.toml"
+    config.write_text('[engine]\nkind = "auto"\n\n[[load]]\nrate = 4\narrival = "constant"\nduration_s = 1\nmax_output = 8\n\n'
+                      '[[load]]\nrate = 4\narrival = "constant"\nduration_s = 1\n')  # fmt: skip
+    proc = run_cli("run", str(config), *attach, "--db", str(db), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    truth = {r["request_id"]: r for r in sim.truth()["requests"]}
+    con = duckdb.connect(str(db), read_only=True)
+    runs = [r for (r,) in con.execute("SELECT run_id FROM runs ORDER BY started_at").fetchall()]
+    stored = con.execute("SELECT run_id, point, max_output FROM points").fetchall()
+    reqs = con.execute("SELECT run_id, point, request_id, output_tokens FROM point_requests").fetchall()
+    con.close()
+    want = {(runs[0], 0): 32, (runs[1], 0): 8, (runs[1], 1): 32}
+    assert {(r, p): m for r, p, m in stored} == want
+    assert len(reqs) == 12 and {(r, p) for r, p, *_ in reqs} == set(want)
+    for run_id, point, request_id, output_tokens in reqs:
+        server = truth[request_id]
+        assert server["max_tokens"] == want[(run_id, point)] == server["output_tokens"] == output_tokens

@@ -11,6 +11,7 @@ from typing import Any
 
 from infermatrix.core.contexts import format_context
 from infermatrix.core.wallclock import wall_split
+from infermatrix.core.report.point_settings import load_rows, matrix_ran
 from infermatrix.core.report.data import (
     DASH,
     ReportData,
@@ -219,6 +220,15 @@ def _tool(v: str | None) -> str:
     return v if v[:1].isalpha() else f"infermatrix {v}"
 
 
+def _matrix_rows(duration: Any, max_output: Any, prompt_mode: Any) -> list[tuple[str, str]]:
+    return [
+        ("Decode test", "Fixed duration"),
+        ("Time per measurement", _whole_seconds(duration)),
+        ("Max output", fmt_tokens(max_output) if max_output is not None else DASH),
+        ("Prompt mode", _PROMPT_MODES.get(prompt_mode, prompt_mode or DASH)),
+    ]
+
+
 def header_sections(d: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
     """``[(section, [(label, value), ...]), ...]``: Hardware, Engine, Run, Launch command."""
     run = d.run
@@ -235,6 +245,7 @@ def header_sections(d: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
     duration = d.setting("duration_s", "matrix", "duration_s")
     max_output = d.setting("max_output", "matrix", "max_output")
     prompt_mode = d.setting("prompt_mode", "matrix", "prompt_mode")
+    matrix, ran = _matrix_rows(duration, max_output, prompt_mode), matrix_ran(d)
     tokenizer = run.get("tokenizer") or facts.pop("tokenizer", None)
     facts.pop("capacity_detail", None)  # the summary line says enough; the JSON stays in the database
     runinfo = [
@@ -244,11 +255,11 @@ def header_sections(d: ReportData) -> list[tuple[str, list[tuple[str, str]]]]:
         ("Served model", run.get("model") or DASH),
         ("Benchmark tool", _tool(run.get("tool_version"))),
         ("Host", run.get("host") or DASH),
-        ("Decode test", "Fixed duration"),
-        ("Time per measurement", _whole_seconds(duration)),
-        ("Max output", fmt_tokens(max_output) if max_output is not None else DASH),
+        # The matrix's settings only when a matrix runs; then what each point, replay or workload pass used (issue 27).
+        *(matrix[:3] if ran else []),
         ("API", d.setting("api", "matrix", "api") or DASH),
-        ("Prompt mode", _PROMPT_MODES.get(prompt_mode, prompt_mode or DASH)),
+        *(matrix[3:] if ran else []),
+        *load_rows(d),
         ("Token source", _token_source(d)),
         ("Capacity", _capacity(d)),
     ]

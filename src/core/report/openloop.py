@@ -24,7 +24,9 @@ def load_point_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
     """The run's ``load_points`` rows in point order (none where the store predates them)."""
     if not has_points(store):
         return []
-    cols, found = store.query("SELECT * FROM load_points WHERE run_id = ? ORDER BY point", [run_id])
+    # With the settings each point used (the points table's), for the header's rows (point_settings.py).
+    cols, found = store.query("SELECT v.*, p.duration_s, p.max_output FROM load_points v JOIN points p USING (run_id, point) "
+                              "WHERE v.run_id = ? ORDER BY v.point", [run_id])  # fmt: skip
     return [dict(zip(cols, r)) for r in found]
 
 

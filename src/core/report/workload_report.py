@@ -4,6 +4,7 @@ from the ``prefix_reuse``, ``ttft_by_cached_fraction`` and ``turns`` views."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ class WorkloadReport:
     reuse: dict[str, Any] | None = None  # the prefix_reuse row
     bands: list[dict[str, Any]] = field(default_factory=list)  # ttft_by_cached_fraction, by band
     turns: list[dict[str, Any]] = field(default_factory=list)  # the turns view, by turn
+    params: dict[str, Any] | None = None  # the pass's parameters as run (workload_passes.params), for the header
 
 
 def _rows(store: Store, sql: str, run_id: str) -> list[dict[str, Any]]:
@@ -41,8 +43,11 @@ def load_workload_report(store: Store, run_id: str) -> WorkloadReport:
     if not (has and has[0][0]):
         return WorkloadReport()
     reuse = _rows(store, "SELECT * FROM prefix_reuse WHERE run_id = ?", run_id)
+    params = _rows(store, "SELECT params FROM workload_passes WHERE run_id = ?", run_id)
+    raw = params[0]["params"] if params else None
     return WorkloadReport(
         reuse=reuse[0] if reuse else None,
+        params=json.loads(raw) if isinstance(raw, str) else raw,
         bands=_rows(store, "SELECT * FROM ttft_by_cached_fraction WHERE run_id = ? ORDER BY band", run_id),
         turns=_rows(store, "SELECT * FROM turns WHERE run_id = ? ORDER BY turn", run_id),
     )

@@ -74,6 +74,7 @@ class MatrixRun:
     rejected: int = 0  # units in a row in which the engine failed every request
     rtts: list[float] = field(default_factory=list)  # round trips of an empty request: the client's share of every TTFT
     notes: set[str] = field(default_factory=set)  # refusals already said once
+    plan: list[str] = field(default_factory=list)  # the header's lines for what the run does (points.plan_lines), said at start
 
     async def run(self, todo: tuple[list[int], list[tuple[int, int]]]) -> None:
         """The whole matrix: start-up, the prefill probes, the client's round trip, the decode cells."""
@@ -126,6 +127,8 @@ class MatrixRun:
                                  pm=self.pm, tokenizer=tokenizer, id_prefix=self.run_id, traits=engine.traits, watch=self.transport,
                                  warmth=WarmCache(capacity.kv_tokens), client_hosts=cfg.client)  # fmt: skip
         self.console.print(f"  client transport: {self.runner.transport.line()}", highlight=False)
+        for line in self.plan:
+            self.console.print(f"  {line}", highlight=False, soft_wrap=True)
         state = await start_up(engine, self.client, self.transport, self.console, self._probe_gauges, self.clock)
         self.gauges_state = record_gauges(self.store, self.run_id, self.runner, engine.traits, state, self.console)
 

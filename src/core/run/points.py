@@ -19,6 +19,7 @@ from infermatrix.core.engine.watch import EngineDown, StepFailed, guarded
 from infermatrix.core.measure.arrivals import parse_arrival, schedule
 from infermatrix.core.measure.client import encode_body
 from infermatrix.core.measure.openloop import SendPlan, judge_point, lag_bound_ms, percentile
+from infermatrix.core.report.point_settings import DISTINCT_PROMPTS, rate_point_settings, trace_point_settings
 from infermatrix.core.run.matrix import MatrixRun
 from infermatrix.core.run.point_send import output_tokens, send_point
 from infermatrix.core.run.progress import RunProgress
@@ -27,7 +28,7 @@ from infermatrix.core.run.trace_point import is_trace, measure_trace_point, trac
 from infermatrix.core.store.points import done_points, save_point
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["pending_points", "run_points", "run_point", "point_context", "point_label"]
+__all__ = ["pending_points", "run_points", "run_point", "point_context", "point_label", "plan_lines"]
 
 
 def point_context(cfg: RunConfig, lc: LoadConfig) -> int:
@@ -40,6 +41,22 @@ def point_label(cfg: RunConfig, lc: LoadConfig) -> str:
         return trace_label(lc)  # type: ignore[arg-type]
     cap = f" cap {lc.max_in_flight}" if lc.max_in_flight else ""
     return f"{lc.arrival}@{lc.rate:g}/s {format_context(point_context(cfg, lc))}{cap}"
+
+
+def plan_lines(cfg: RunConfig) -> list[str]:
+    """The run header's lines for what runs, as the run starts (issue 27): the matrix's settings only when it has
+    decode cells, then each ``[[load]]`` point with what it uses; the report's header says the same from the store."""
+    m, lines = cfg.matrix, []
+    if m.contexts and m.concurrency:
+        mode = DISTINCT_PROMPTS if m.prompt_mode == "distinct" else "one prompt shared by every stream"
+        lines.append(f"matrix: {len(m.contexts)} contexts × {len(m.concurrency)} concurrencies · {m.duration_s:g} s per cell · "
+                     f"max output {m.max_output:,} tokens · {mode}")  # fmt: skip
+    for i, lc in enumerate(getattr(cfg, "load", None) or []):
+        if is_trace(lc):
+            lines.append(f"point {i}: trace {trace_point_settings(lc.path, lc.time_scale)}")
+        else:
+            lines.append(f"point {i}: {lc.rate:g}/s · {rate_point_settings(lc.arrival, lc.duration_s, point_context(cfg, lc), lc.max_output, lc.max_in_flight)}")
+    return lines
 
 
 def pending_points(store: Any, run_id: str | None, cfg: RunConfig, retry_errors: bool) -> list[int]:

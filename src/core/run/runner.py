@@ -23,11 +23,11 @@ from infermatrix.core.engine.contract import Engine, EngineError, probe_reachabl
 from infermatrix.core.engine.detect import AUTO_KIND, Detection, detect_engine, resolve_auto
 from infermatrix.core.redact import redact_text
 from infermatrix.core.registry import build_engine, workload_name
-from infermatrix.core.store import Store
+from infermatrix.core.store import Store, StoreError
 from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport
 from infermatrix.core.run.matrix import MatrixRun
-from infermatrix.core.run.points import pending_points, run_points
+from infermatrix.core.run.points import pending_points, plan_lines, run_points
 from infermatrix.core.run.sessions import run_sessions
 from infermatrix.core.store.workload_store import pass_done
 from infermatrix.core.run.search import run_search, search_pending
@@ -106,11 +106,13 @@ async def execute_run(
                     return outcome
                 created = True
                 outcome.status = "failed"
-                matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells)
+                matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells, plan=plan_lines(cfg))
                 await matrix_run.run(todo)
                 await _after_matrix(matrix_run, store, run_id, cfg, retry_errors)
             outcome.status = "interrupted" if work.cancelled_caught else "completed"
-        except EngineError as exc:
+        except (EngineError, StoreError) as exc:  # the engine failed; or a result could not be saved (a full disk): resumable
+            if isinstance(exc, StoreError) and not created:
+                raise
             outcome.status, outcome.error = "failed", engine.redact(str(exc)) if engine else str(exc)
         except (EngineDown, StepFailed) as exc:  # a guarded step the loop does not handle itself: the run stops, cleanly
             outcome.status = "failed"
@@ -120,7 +122,7 @@ async def execute_run(
             where = engine.base_url if engine else cfg.engine.base_url
             text = f"lost the engine at {where}: {type(exc).__name__}: {exc}"
             outcome.error = engine.redact(text) if engine else text
-        except BaseException as exc:  # a bug or a store failure: the run is failed, and the error shown
+        except BaseException as exc:  # a bug: the run is failed, and the error shown
             if created and engine is not None:
                 outcome.status, outcome.error = "failed", engine.redact(f"{type(exc).__name__}: {exc}")
             raise
@@ -133,9 +135,7 @@ async def execute_run(
                         console.print(f"  {engine.kind} killed" if sig.hard else f"  stopping {engine.kind} …", highlight=False)
                     clock.enter("stop")
                     await engine.stop()
-                    _save_phase_seconds(store, run_id, clock)
-                    store.finish_run(run_id, outcome.status, error=outcome.error)
-                    outcome.hard_stop = sig.hard
+                    _store_outcome(store, run_id, clock, outcome, sig.hard)
         return outcome
 
     error: BaseException | None = None
@@ -233,6 +233,18 @@ async def _after_matrix(matrix_run: MatrixRun, store: Store, run_id: str, cfg: R
     await run_points(matrix_run, pending_points(store, run_id, cfg, retry_errors))  # open-loop points ([[load]], --rate)
     await run_search(matrix_run, retry_errors)  # the SLO search ([search])
     await run_sessions(matrix_run, retry_errors)  # a workload's own traffic (shared-prefix, multi-turn), last
+
+
+def _store_outcome(store: Store, run_id: str, clock: PhaseClock, outcome: RunOutcome, hard_stop: bool) -> None:
+    """The run's wall time and final status. A store that cannot take them (the disk still full) leaves the run
+    ``running`` in the database, which ``resume`` takes as it is; the outcome says so."""
+    outcome.hard_stop = hard_stop
+    try:
+        _save_phase_seconds(store, run_id, clock)
+        store.finish_run(run_id, outcome.status, error=outcome.error)
+    except StoreError as exc:
+        outcome.status = "failed"
+        outcome.error = f"{outcome.error or 'run stopped'}; its status could not be saved either ({exc})"
 
 
 def _save_phase_seconds(store: Store, run_id: str, clock: PhaseClock) -> None:

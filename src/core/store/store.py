@@ -77,6 +77,8 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str] = DEFAULT_DB, read_only: bool = False):
         self.read_only = read_only
+        # Whether this open made the file: a run that never started removes it again (close_unused).
+        self.created = str(path) != MEMORY and not read_only and not Path(path).expanduser().exists()
         con, self.path = connect(path, read_only)
         self._lock = threading.RLock()
         self._types: dict[str, dict[str, str]] = {}
@@ -202,6 +204,27 @@ class Store:
         if error is not None:
             fields["error"] = error
         self.update_run(run_id, **fields)
+
+    def close_unused(self) -> None:
+        """Close; and when this open created the database and no run was stored in it (the run never started: an
+        unreachable URL, a refused config, Ctrl-C before the run existed), remove the file, its WAL and its empty
+        ``<db>.runs`` directory, so nothing is left behind that only looks like a result."""
+        empty = False
+        if self.created and self._con is not None:
+            try:
+                empty = self.query("SELECT count(*) FROM runs")[1][0][0] == 0
+            except StoreError:
+                empty = False
+        self.close()
+        if not empty:
+            return
+        p = Path(self.path)
+        for leftover in (p, p.with_name(p.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+        try:
+            p.with_name(p.stem + ".runs").rmdir()  # only if empty: a run directory in it is kept
+        except OSError:
+            pass
 
     def delete_run(self, run_id: str) -> None:
         """Remove a run and all its rows (prefill, cells, requests, histograms), in one transaction."""
