@@ -196,10 +196,10 @@ def test_one_stall_at_a_requests_last_chunk_binds_the_rate():
     recs[0].events = [(t, n) for t, n in recs[0].events if t <= 1.5]
     ticks = [(0.01 * i, 0.0005) for i in range(1, 400)] + [(1.5, 0.08)]  # 80 ms stall ending at 1.5
     share = span_stamp_lag_share(recs, 0.0, 4.0, ticks)
-    assert share == pytest.approx((0.08 + 4 * 0.0005) / (1.5 + 4.0), rel=0.05)
+    assert share == pytest.approx((0.08 - 0.0005) / (1.5 + 4.0), rel=0.05)  # the stall beyond the loop's usual 0.5 ms
     v = client_verdict(2, recs, (0.0, 4.0), window_load=QUIET, ramp_load=QUIET, engine=_engine(137.5, 0.0, 4.0, 2),
                        ttft_ms=300.0, tbt_ms=10.0, ticks=ticks)
-    assert v.bound and "within ±1.5 %" in v.doubtful["per_request_tps"], v.doubtful  # beyond the 1 % share: client_bound
+    assert v.bound and "within ±1.4 %" in v.doubtful["per_request_tps"], v.doubtful  # beyond the 1 % share: client_bound
     calm = [(e, lag) for e, lag in ticks if lag < 0.01]
     v = client_verdict(2, recs, (0.0, 4.0), window_load=QUIET, ramp_load=QUIET, engine=_engine(137.5, 0.0, 4.0, 2),
                        ttft_ms=300.0, tbt_ms=10.0, ticks=calm)
