@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["WindowStats", "TtftPopulation", "window_stats", "request_rate", "median_or_none", "ttft_populations"]
+__all__ = ["WindowStats", "TtftPopulation", "window_stats", "request_rate", "rate_stamps", "median_or_none", "ttft_populations"]
 
 
 def median_or_none(values: list[float]) -> float | None:
@@ -27,17 +27,32 @@ def request_rate(record: RequestRecord, start: float, end: float) -> tuple[int, 
     measured time — and so are those of chunks that arrived together with it (``ARRIVAL_GROUP_S``): a
     burst after a stall holds chunks the server emitted before the window, stamped as if inside it.
     """
-    inside = [(t, n) for t, n in record.events if start <= t <= end]
-    first = 0
-    while first + 1 < len(inside) and inside[first + 1][0] - inside[0][0] <= ARRIVAL_GROUP_S:
-        first += 1
-    if len(inside) - first < 2:
+    picked = _rate_chunks(record, start, end)
+    if picked is None:
         return None
+    inside, first = picked
     span = inside[-1][0] - inside[first][0]
     tokens = sum(n for _, n in inside[first + 1 :])
     if span <= 0 or tokens <= 0:
         return None
     return tokens, span
+
+
+def rate_stamps(record: RequestRecord, start: float, end: float) -> tuple[float, float] | None:
+    """The two stamps :func:`request_rate` times a request by: (its first arrival's last chunk, its last in-window chunk)."""
+    if request_rate(record, start, end) is None:
+        return None
+    inside, first = _rate_chunks(record, start, end) or ([], 0)
+    return inside[first][0], inside[-1][0]
+
+
+def _rate_chunks(record: RequestRecord, start: float, end: float) -> tuple[list[tuple[float, int]], int] | None:
+    """The in-window chunks and the index of the first arrival's last chunk (None: nothing after it)."""
+    inside = [(t, n) for t, n in record.events if start <= t <= end]
+    first = 0
+    while first + 1 < len(inside) and inside[first + 1][0] - inside[0][0] <= ARRIVAL_GROUP_S:
+        first += 1
+    return (inside, first) if len(inside) - first >= 2 else None
 
 
 @dataclass
