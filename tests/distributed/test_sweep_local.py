@@ -70,7 +70,6 @@ def test_exit_code_says_the_worst_outcome():
     assert sweep_exit_code(entries("failed", "interrupted")) == 130
 
 
-@pytest.mark.slow
 def test_summary_shows_config_paths_relative_and_unfolded(tmp_path, monkeypatch):
     """An absolute temp path used to fill the table and fold inside its cell ('…/test_ctrl_c_…/i' | '2.toml')."""
     from io import StringIO
@@ -87,6 +86,7 @@ def test_summary_shows_config_paths_relative_and_unfolded(tmp_path, monkeypatch)
     assert str(tmp_path) not in text and "/elsewhere/x.toml" in text and "(0123456789ab)" in text, text
 
 
+@pytest.mark.slow
 def test_two_runs_land_in_one_database_and_a_failed_one_does_not_stop_the_sweep(tmp_path):
     db = tmp_path / "sweep.duckdb"
     a = sim_config(tmp_path / "a.toml", "a", [1, 2])
