@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from infermatrix.cli.common import DEFAULT_DB, fail, open_store
+from infermatrix.cli.common import DEFAULT_DB, fail, open_store, out_console
 from infermatrix.cli.slo_opts import attach_slos, parse_slo_flags, slo_options
 from infermatrix.core.config import ConfigError
 
@@ -23,13 +23,13 @@ def _write(text: str, output: str | None) -> None:
 
 
 def _text_to(output: str | None, draw) -> None:
-    """Draw a rich report on the terminal, or into a file (plain text, 200 columns)."""
+    """Draw a rich report on the terminal, or into a file (plain text, every value whole)."""
     if not output:
-        draw(Console())
+        draw(out_console())
         return
     try:
         with open(output, "w", encoding="utf-8") as fh:
-            draw(Console(file=fh, width=200, color_system=None))
+            draw(out_console(fh))
     except OSError as exc:
         raise ConfigError(f"-o {output}: {exc.strerror or exc}") from None
 
@@ -160,8 +160,22 @@ def sql(query, db, fmt) -> None:
 
         t = Table(*columns, show_lines=False)
         for r in rows:
-            t.add_row(*("" if v is None else str(v) for v in r))
-        Console().print(t)
+            t.add_row(*map(_sql_cell, r))
+        out_console().print(t)
+
+
+def _sql_cell(v: object) -> str:
+    """A value as the ``sql`` table shows it: a float to 4 decimals (1739.5818, not 1739.581818181818; tiny ones
+    to 3 significant digits), anything else as is. ``--format csv|json`` keep every digit."""
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            return str(v)
+        if v == 0 or abs(v) >= 0.01:
+            return f"{v:.4f}".rstrip("0").rstrip(".")
+        return f"{v:.3g}"
+    return str(v)
 
 
 COMMANDS = [report_cmd, compare, sql]
