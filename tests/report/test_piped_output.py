@@ -91,7 +91,9 @@ def test_sql_prints_whole_values_and_csv_json_every_digit(runs):
     assert [c.strip() for c in row.strip("│ ").split("│")] == ["abc" * 60, "2.4", "1739.5818", "0.000123", "336"]
     (got,) = json.loads(piped("sql", query, "--db", db, "--format", "json"))
     assert got == {"long_text": "abc" * 60, "two_point_four": 2.4000000000000004, "tps": 1739.581818181818, "tiny": 0.000123456, "n": 336}
-    header, line = list(csv.reader(io.StringIO(piped("sql", query, "--db", db, "--format", "csv"))))
+    lines = piped("sql", query, "--db", db, "--format", "csv")
+    assert "\r" not in lines  # Unix line ends: a shell reading the last value would keep a \r
+    header, line = list(csv.reader(io.StringIO(lines)))
     assert header == list(got) and line == ["abc" * 60, "2.4000000000000004", "1739.581818181818", "0.000123456", "336"]
 
 
