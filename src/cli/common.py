@@ -11,12 +11,16 @@ from rich.console import Console
 from infermatrix.core.config import ConfigError
 
 __all__ = [
-    "fail", "open_store", "list_option", "number_option", "OneLineErrors", "OneLineGroup", "usage_mistake",
+    "fail", "open_store", "list_option", "number_option", "OneLineErrors", "OneLineGroup", "usage_mistake", "out_console",
     "DEFAULT_DB", "EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED",
 ]
 
 DEFAULT_DB = "infermatrix.duckdb"
 EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+# Off a terminal rich lays everything out for 80 columns: values cut to "…", headers and intervals folded over
+# lines. A pipe or a file gets this many instead, so every value and every table row prints whole, on one line
+# (tables are as wide as their content, never padded to the console's width).
+UNBOUNDED_WIDTH = 100_000
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
@@ -70,6 +74,16 @@ class OneLineGroup(click.Group):
         except click.UsageError as exc:
             usage_mistake(exc, exc.ctx or ctx)
             raise
+
+
+def out_console(file: Any = None, **kwargs: Any) -> Console:
+    """The console results are printed on: the terminal's width on a terminal; on a pipe, or into ``file``
+    (``-o FILE``, plain text), wide enough that nothing is cut or wrapped. ``kwargs`` go to rich's Console."""
+    if file is None and sys.stdout.isatty():
+        return Console(**kwargs)
+    if file is None:
+        return Console(width=UNBOUNDED_WIDTH, **kwargs)
+    return Console(file=file, width=UNBOUNDED_WIDTH, color_system=None, **kwargs)
 
 
 def open_store(db: str, read_only: bool = False):

@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 
-from infermatrix.cli.common import DEFAULT_DB, fail, open_store
+from infermatrix.cli.common import DEFAULT_DB, fail, open_store, out_console
 
 
 @click.command("import")
@@ -26,7 +25,7 @@ def import_cmd(path: Path, db: str, name: str | None, replace: bool) -> None:
     if not path.exists():
         fail(f"{path}: no such file or directory")
     store = open_store(db)
-    console = Console(highlight=False)
+    console = out_console(highlight=False)
     try:
         if path.is_dir():
             if name:
@@ -74,7 +73,7 @@ def export_cmd(run_ids: tuple[str, ...], db: str, directory: Path, all_runs: boo
         ids = [r["run_id"] for r in store.list_runs()] if all_runs else list(run_ids) or [store.resolve_run(None)]
         manifest = export_runs(store, ids, directory, force=force)
         rows = manifest["rows"]
-        Console(highlight=False).print(
+        out_console(highlight=False).print(
             f"exported {len(manifest['runs'])} run(s) ({', '.join(manifest['runs'])}) to {directory}: "
             f"{rows['cells']} cells, {rows['prefill']} prefill points, {rows['requests']} requests"
         )

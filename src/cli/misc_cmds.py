@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
 
+from infermatrix.cli.common import out_console
 from infermatrix.core.plugins import get_plugin_manager, plugin_summary
 
 
@@ -17,7 +17,7 @@ def plugins() -> None:
     t = Table("plugin", "module", "engines", "hooks")
     for row in plugin_summary(pm):
         t.add_row(str(row["name"]), str(row["module"]), ", ".join(row["engines"]), ", ".join(row["hooks"]))
-    Console().print(t)
+    out_console().print(t)
 
 
 COMMANDS = [plugins]

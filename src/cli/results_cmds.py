@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from infermatrix.cli.common import DEFAULT_DB, fail, open_store
-from infermatrix.cli.slo_opts import attach_slos, parse_slo_flags, slo_options
+from infermatrix.cli.common import DEFAULT_DB, fail, open_store, out_console
+from infermatrix.cli.slo_opts import attach_slos, parse_report_flags, price_report, slo_options, store_price_option
 from infermatrix.core.config import ConfigError
 
 def _write(text: str, output: str | None) -> None:
@@ -23,13 +23,13 @@ def _write(text: str, output: str | None) -> None:
 
 
 def _text_to(output: str | None, draw) -> None:
-    """Draw a rich report on the terminal, or into a file (plain text, 200 columns)."""
+    """Draw a rich report on the terminal, or into a file (plain text, every value whole)."""
     if not output:
-        draw(Console())
+        draw(out_console())
         return
     try:
         with open(output, "w", encoding="utf-8") as fh:
-            draw(Console(file=fh, width=200, color_system=None))
+            draw(out_console(fh))
     except OSError as exc:
         raise ConfigError(f"-o {output}: {exc.strerror or exc}") from None
 
@@ -69,20 +69,23 @@ def _open_for_slos(db: str, write: bool):
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", default=None, help="write to this file instead of the terminal")
 @slo_options
-def report_cmd(run_id, db, fmt, output, slo_texts, gpu_hour_price) -> None:
+@store_price_option
+def report_cmd(run_id, db, fmt, output, slo_texts, gpu_hour_price, store_price) -> None:
     """Show a stored run (the latest when RUN_ID is omitted). --format html writes one
-    self-contained page with charts (opens offline). --slo judges it again under other limits."""
+    self-contained page with charts (opens offline). --slo judges it again under other limits;
+    --gpu-hour-price prices this report only (with --store-price: stored with the run)."""
     from infermatrix.core.store import StoreError
 
     try:
-        specs, price = parse_slo_flags(slo_texts, gpu_hour_price)
+        specs, price = parse_report_flags(slo_texts, gpu_hour_price, store_price)
     except ConfigError as exc:
         fail(str(exc))
-    # An SLO or a price is stored with the run (so the views show it later too): that needs a write.
-    store = _open_for_slos(db, bool(specs) or price is not None)
+    # An SLO (or a price the user asks to store) is stored with the run, so the views show it later too: a write.
+    store = _open_for_slos(db, bool(specs) or store_price)
     try:
         rid = store.resolve_run(run_id)
-        attach_slos(store, [rid], specs, price)
+        attach_slos(store, [rid], specs, None)
+        price_report(store, [rid], price, store_price)
         print_report(store, rid, fmt, output)
     except (StoreError, ConfigError) as exc:
         fail(str(exc))
@@ -96,7 +99,8 @@ def report_cmd(run_id, db, fmt, output, slo_texts, gpu_hour_price) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", default=None, help="write to this file instead of the terminal")
 @slo_options
-def compare(run_ids, db, fmt, output, slo_texts, gpu_hour_price) -> None:
+@store_price_option
+def compare(run_ids, db, fmt, output, slo_texts, gpu_hour_price, store_price) -> None:
     """Compare runs side by side over their common cells: the first run is the baseline A, each
     other run is shown against it (ratio = other / A), with the cells only one side could run."""
     from infermatrix.core import report
@@ -105,13 +109,14 @@ def compare(run_ids, db, fmt, output, slo_texts, gpu_hour_price) -> None:
     if len(run_ids) < 2:
         fail("compare needs at least two run ids")
     try:
-        specs, price = parse_slo_flags(slo_texts, gpu_hour_price)
+        specs, price = parse_report_flags(slo_texts, gpu_hour_price, store_price)
     except ConfigError as exc:
         fail(str(exc))
-    store = _open_for_slos(db, bool(specs) or price is not None)
+    store = _open_for_slos(db, bool(specs) or store_price)
     try:
         ids = [store.resolve_run(r) for r in run_ids]
-        attach_slos(store, ids, specs, price)
+        attach_slos(store, ids, specs, None)
+        price_report(store, ids, price, store_price)
         if fmt == "text":
             _text_to(output, lambda c: report.render_compare_text(store, ids, c))
             return
@@ -152,7 +157,7 @@ def sql(query, db, fmt) -> None:
     elif fmt == "csv":
         import csv
 
-        w = csv.writer(sys.stdout)
+        w = csv.writer(sys.stdout, lineterminator="\n")  # not the module's \r\n: a shell reading a value would keep the \r
         w.writerow(columns)
         w.writerows(rows)
     else:
@@ -160,8 +165,22 @@ def sql(query, db, fmt) -> None:
 
         t = Table(*columns, show_lines=False)
         for r in rows:
-            t.add_row(*("" if v is None else str(v) for v in r))
-        Console().print(t)
+            t.add_row(*map(_sql_cell, r))
+        out_console().print(t)
+
+
+def _sql_cell(v: object) -> str:
+    """A value as the ``sql`` table shows it: a float to 4 decimals (1739.5818, not 1739.581818181818; tiny ones
+    to 3 significant digits), anything else as is. ``--format csv|json`` keep every digit."""
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            return str(v)
+        if v == 0 or abs(v) >= 0.01:
+            return f"{v:.4f}".rstrip("0").rstrip(".")
+        return f"{v:.3g}"
+    return str(v)
 
 
 COMMANDS = [report_cmd, compare, sql]

@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 
 from infermatrix.cli.common import (
-    DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, OneLineErrors, fail, list_option, open_store,
+    DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, OneLineErrors, fail, list_option, open_store, out_console,
 )
 from infermatrix.cli.attach_flags import ATTACH_FLAGS, attach_config, attach_options
 from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options, points_take_max_output
@@ -213,7 +213,7 @@ def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool, slos=([], N
             err.print(escape("\n".join("    " + ln for ln in rest.splitlines())), highlight=False, soft_wrap=True)
         err.print(f"finished cells are kept; resume with: {hint}", highlight=False, soft_wrap=True)
         sys.exit(EXIT_FAILED)
-    out = Console()
+    out = out_console()
     if outcome.nothing_to_do:
         err.print(f"run {rid}: every cell is already stored; nothing to run", highlight=False)
     print_report(store, rid, "text", None, out)

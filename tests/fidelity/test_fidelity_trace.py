@@ -129,7 +129,7 @@ def _check_reports(result, p, n):
         doc = render_json(store, result.run_id)
     text = out.getvalue()
     assert "Trace replay" in text and "arrivals over time" in text and f"{n}/{n}" in text, text
-    assert "Open-loop load" not in text  # the trace point is shown once, in its own section
+    assert "Open-loop points" not in text  # the trace point is shown once, in its own section
     (t,) = doc["trace"]
     assert t["status"] == p["status"] and t["replayed"] == n and sum(a["sent"] for a in t["arrivals"]) == n
     assert t["lag_p99_ms"] == p["lag_p99_ms"] and t["trace_rate"] == pytest.approx(p["requested_rate"])

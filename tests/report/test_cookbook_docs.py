@@ -69,7 +69,7 @@ def cookbook_db(tmp_path_factory):
         for cell in run.values():
             if cell["status"] != "valid":
                 cell.update({m: None for m in METRICS})
-    # Questions 11 and 12: an SLO and GPU-hour prices attached as `report --slo` / `--gpu-hour-price` do.
+    # Questions 11 and 12: an SLO and GPU-hour prices attached as `report --slo` / `--gpu-hour-price --store-price` do.
     save_slos(store, a, [parse_slo(Q11_SLO)])
     save_slos(store, b, [parse_slo(Q11_SLO)])
     for rid, price in PRICES.items():

@@ -16,13 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from imx_factories import fill_run
 from infermatrix.core.importer import import_page
 from infermatrix.core.report import render_compare_html, render_html
 from infermatrix.core.report.fmt import fmt_ms, fmt_tps, status_label
 from infermatrix.core.report.layout import DOUBTFUL_MARK
 from infermatrix.core.store import Store
+from infermatrix.core.store.points import save_point
 from report_expect import REFERENCE_PAGE
-from test_report_load_sections import fill_load_run
+from test_report_load_sections import BOUND, VALID, VALID_2, fill_load_run
 
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome", "chrome")) if p), None)
 pytestmark = [
@@ -165,3 +167,52 @@ def test_compare_page_renders(sim_run_db, tmp_path):
     assert len(body) == common >= 1
     assert all(re.fullmatch(r"×\d+\.\d\d( [✓✗])?", row[4]) for row in body)
     assert {c["id"] for c in probe["charts"] if c["w"] > 300} >= {"compare-total-tps", "ratio-b"}
+
+
+SCALE_PROBE = """<script>
+window.addEventListener('load', () => {
+  const charts = [...document.querySelectorAll('figure.chart')].map(f => {
+    const s = f.querySelector('svg.imx-chart'), tick = s.querySelector('text.imx-tick');
+    return {id: f.dataset.chart, title: f.querySelector('figcaption b').innerText, viewbox: s.viewBox.baseVal.width,
+            w: s.getBoundingClientRect().width, font: parseFloat(getComputedStyle(tick).fontSize),
+            tick_h: tick.getBoundingClientRect().height};
+  });
+  const out = document.createElement('pre');
+  out.id = 'imx-probe';
+  out.textContent = JSON.stringify({charts, scrollWidth: document.documentElement.scrollWidth, innerWidth});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def test_every_chart_is_captioned_and_drawn_at_one_scale(tmp_path):
+    """Issue 27 item 11: the frontier charts were each captioned only "Frontier" (the context was in data-chart), and
+    the latency-vs-rate chart, alone in its row, was stretched to the page's width: axis text about twice the size
+    of every other chart's. Now each frontier caption names its context, and every chart's tick labels are drawn
+    at the same size (the SVG's rendered width over its viewBox width, times the tick's font size)."""
+    with Store(tmp_path / "all.duckdb") as store:
+        rid, _, _ = fill_run(store, seed=1)  # 3 contexts, 4 GPUs: three frontier charts
+        for p in (VALID, VALID_2, BOUND):
+            save_point(store, rid, p, [])
+        contexts = [r[0] for r in store.query("SELECT DISTINCT context_label, context_tokens FROM frontier ORDER BY 2")[1]]
+        page = render_html(store, rid)
+    probed = tmp_path / "scale-probe.html"
+    probed.write_text(page.replace("</body>", SCALE_PROBE + "</body>"), encoding="utf-8")
+    dom = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", probed.as_uri())
+    m = re.search(r'<pre id="imx-probe">(.*?)</pre>', dom, re.S)
+    assert m, "the probe did not run: the page did not load"
+    probe = json.loads(html.unescape(m.group(1)))
+    charts = {c["id"]: c for c in probe["charts"]}
+    assert [charts[f"frontier-{c}"]["title"] for c in contexts] == [f"Frontier — {c} context" for c in contexts] and len(contexts) == 3
+    assert "openloop-latency" in charts and "total-tps" in charts
+    # the rendered size of a tick label's font, px: one for every chart of the page's width (the heatmap is wider)
+    sizes = {cid: c["font"] * c["w"] / c["viewbox"] for cid, c in charts.items() if c["viewbox"] == 640}
+    assert len(sizes) >= 8, sizes
+    assert max(sizes.values()) / min(sizes.values()) < 1.02, sizes
+    assert charts["openloop-latency"]["tick_h"] == pytest.approx(charts["total-tps"]["tick_h"], rel=0.05)
+    assert probe["scrollWidth"] <= probe["innerWidth"]
+    shot = tmp_path / "all.png"
+    plain = tmp_path / "all.html"
+    plain.write_text(page, encoding="utf-8")
+    chromium(tmp_path, f"--screenshot={shot}", plain.as_uri())
+    check_screenshot(shot)

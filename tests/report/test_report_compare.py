@@ -3,6 +3,7 @@ run, geometric means, best run per cell, method warnings — expectations comput
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import random
@@ -25,7 +26,7 @@ from infermatrix.core.report import (
     render_compare_markdown,
     render_compare_text,
 )
-from infermatrix.core.report.compare import VERDICT_STYLES
+from infermatrix.core.report.compare import FOOTNOTE, VERDICT_STYLES
 from infermatrix.core.report.compare_data import METRICS, SAME_WITHIN, verdict
 from infermatrix.core.report.compare_html import COMPARE_KEYS
 from infermatrix.core.report.data import fmt_ms, fmt_tps
@@ -221,3 +222,36 @@ def test_imported_reference_against_a_sim_run(sim_run_db, tmp_path):
         assert re.search(pattern, md), pattern
     warning = next(x for x in md.splitlines() if "method differs" in x)
     assert "duration: A 30 s, B 1 s" in warning and "max output: A 4,096 tokens" in warning
+
+
+def test_best_run_per_cell_names_no_winner_inside_the_noise_rule(store):
+    """Issue 27 item 10: a lead of ×1.01 (inside SAME_WITHIN) named a winner; now the cell says "same"."""
+    a, _, _ = fill_run(store, seed=1, other=False)
+    b, _, _ = fill_run(store, {"engine": "sglang"}, scale=1 + SAME_WITHIN / 2, seed=1, other=False)
+    c, _, _ = fill_run(store, {"engine": "trtllm"}, scale=1.5, seed=1, other=False)
+    close = load_comparison(store, [a, b])
+    assert close.best and all(x.same and x.best == b for x in close.best)
+    doc = render_compare_json(store, [a, b])
+    assert [x["same"] for x in doc["best"]] == [True] * len(close.best)
+    md = render_compare_markdown(store, [a, b])
+    header, _, *rows = md.split("## Best run per cell", 1)[1].split("\n\n")[2].splitlines()
+    assert rows and all(cell.startswith("same (A B) ") and cell.endswith(" ×1.01") for r in rows for cell in r.strip("| ").split(" | ")[1:]
+                        if cell != "—")
+    far = load_comparison(store, [a, c])
+    assert not any(x.same for x in far.best)
+    assert all(cell.startswith("B ") for r in render_compare_markdown(store, [a, c]).split("## Best run per cell", 1)[1].split("\n\n")[2]
+               .splitlines()[2:] for cell in r.strip("| ").split(" | ")[1:] if cell != "—")
+
+
+def test_ratio_legend_only_when_a_cell_is_valid_in_both(store):
+    """Issue 27 item 10: "Cells valid in both runs; ratio = …" printed under a comparison with no such cell."""
+    a, _, _ = fill_run(store, seed=1, other=False)
+    b = store.create_run({"engine": "sglang"})
+    for key in REFERENCE_VALID:  # B tried A's cells and could run none of them
+        store.save_cell(b, make_cell(*key, status="over_capacity", seed=2)[0])
+    c, _, _ = fill_run(store, {"engine": "trtllm"}, scale=1.5, seed=1, other=False)
+    for ids, shown in (([a, b], False), ([a, c], True), ([a, b, c], True)):
+        out = io.StringIO()
+        render_compare_text(store, ids, Console(file=out, width=300, color_system=None))
+        pages = (out.getvalue(), render_compare_markdown(store, ids), render_compare_html(store, ids))
+        assert [FOOTNOTE.split(";")[0] in p for p in pages] == [shown] * 3, ids

@@ -4,14 +4,18 @@ shows none of it."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
+from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from infermatrix.core.report.html import render_html
 from infermatrix.core.report.json_report import render_json
 from infermatrix.core.report.markdown import render_markdown
+from infermatrix.core.report.text import render_text
 from infermatrix.core.store import Store
 from infermatrix.core.store.points import save_point
 from infermatrix.core.store.workload_store import save_workload_pass
@@ -124,3 +128,16 @@ def test_json_carries_points_and_the_workload(load_db):
     assert sum(b["requests"] for b in w["ttft_by_cached_fraction"]) == 4
     assert none["points"] == [] and none["workload"] == {"reuse": None, "turns": [], "ttft_by_cached_fraction": []}
     json.loads(json.dumps(doc))
+
+
+def test_open_loop_section_has_one_name_everywhere(load_db):
+    """Issue 27 item 9: the text report called it "Open-loop load", Markdown, HTML and docs/load.md "Open-loop points"."""
+    store, run, _ = load_db
+    out = io.StringIO()
+    render_text(store, run, Console(file=out, width=200, color_system=None))
+    text, md, html = out.getvalue(), render_markdown(store, run), render_html(store, run)
+    assert "Open-loop points" in text.splitlines() and "## Open-loop points" in md.splitlines()
+    assert '<h2 id="open-loop">Open-loop points</h2>' in html
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "load.md").read_text(encoding="utf-8")
+    assert "## Open-loop points" in docs.splitlines()
+    assert not any("Open-loop load" in page for page in (text, md, html))

@@ -28,7 +28,7 @@ def test_points_are_shown_with_their_figures_and_reasons(tmp_path):
                             "achieved_rate": 9.1, "lag_p99_ms": 2437.0, "status": "client_bound",
                             "reason": "schedule lag p99 2437.0 ms > bound 25.0 ms"}, [])  # fmt: skip
         text, none = _text(s, run), _text(s, plain)
-    assert "Open-loop load" in text and "Open-loop load" not in none
+    assert "Open-loop points" in text and "Open-loop points" not in none
     rows = [ln.split() for ln in text.splitlines() if ln.startswith(("poisson", "gamma"))]
     assert rows[0] == ["poisson", "1K", "4", "3.83", "6.2", "14.5", "2,048", "23/23", "valid"]
     assert rows[1] == ["gamma:0.5", "1K", "≤1", "20", "9.10", "2,437", "—", "—", "31/40", "client_bound"]

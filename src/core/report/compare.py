@@ -33,14 +33,22 @@ from infermatrix.core.store import Store
 __all__ = [
     "load_comparison", "render_compare_text", "render_compare_markdown", "METRICS", "MARKS", "FOOTNOTE",
     "pair_header", "pair_rows", "one_sided_rows", "measured_by_one_lines", "summary_rows", "best_grid", "run_lines", "warning_lines",
+    "BEST_CAPTION", "footnote_lines",
 ]
 
 MARKS = {"better": "✓", "worse": "✗", "same": "", None: ""}
 VERDICT_STYLES = {"better": "bold green", "worse": "bold red", "same": "dim", None: ""}
+BEST_CAPTION = (f"total tok/s, cells valid in two or more runs; × = lead over the next best run; same: the top two within "
+                f"{SAME_WITHIN:.0%} of each other, so no winner")
 FOOTNOTE = (
     f"Cells valid in both runs; ratio = other run / A. ✓ the other run is better, ✗ worse, by more than "
     f"{SAME_WITHIN:.0%} (more tok/s is better; less TTFT and TBT — time between tokens — is better). Latencies are medians."
 )
+
+
+def footnote_lines(cmp: Comparison) -> list[str]:
+    """The legend of the per-cell ratio tables, only when some pair has a cell valid in both runs (a table to read)."""
+    return [FOOTNOTE] if any(p.cells for p in cmp.pairs.values()) else []
 
 
 def run_lines(cmp: Comparison) -> list[str]:
@@ -146,7 +154,8 @@ def best_grid(cmp: Comparison) -> tuple[list[str], list[list[str]]]:
             if b is None:
                 row.append(DASH)
                 continue
-            row.append(f"{cmp.letters[b.best]} {fmt_tps(b.total_tps)} {fmt_ratio(b.margin)}")
+            who = f"same ({' '.join(sorted((cmp.letters[b.best], cmp.letters[b.runner_up])))})" if b.same else cmp.letters[b.best]
+            row.append(f"{who} {fmt_tps(b.total_tps)} {fmt_ratio(b.margin)}")
         rows.append(row)
     return ["Context", *map(str, concs)], rows
 
@@ -184,14 +193,14 @@ def render_compare_text(store: Store, run_ids: list[str], console: Console) -> N
     if cmp.best:
         header, grid = best_grid(cmp)
         console.print()
-        console.print(Text("Best run per cell", style="bold"),
-                      Text("total tok/s, cells valid in two or more runs; × = lead over the next best run", style="dim"))
+        console.print(Text("Best run per cell", style="bold"), Text(BEST_CAPTION, style="dim"))
         t = Table(*header, header_style="bold", show_edge=False)
         for line_cells in grid:
             t.add_row(*line_cells)
         console.print(t)
     slo_sections(console, slo_tables(load_slo_report(store, run_ids), many_runs=True))
-    console.print(Text(FOOTNOTE, style="dim"))
+    for line in footnote_lines(cmp):
+        console.print(Text(line, style="dim"))
 
 
 def _md_cells(row: list[tuple[str, str | None]]) -> list[str]:
@@ -219,7 +228,7 @@ def render_compare_markdown(store: Store, run_ids: list[str]) -> str:
             out += [f"_{md_escape(line)}_", ""]
     if cmp.best:
         header, grid = best_grid(cmp)
-        out += ["## Best run per cell", "", "total tok/s, cells valid in two or more runs; × = lead over the next best run", "", md_table(header, grid, "r" * len(header)), ""]
+        out += ["## Best run per cell", "", md_escape(BEST_CAPTION), "", md_table(header, grid, "r" * len(header)), ""]
     out += slo_markdown(slo_tables(load_slo_report(store, run_ids), many_runs=True))
-    out.append(md_escape(FOOTNOTE))
+    out += [md_escape(line) for line in footnote_lines(cmp)]
     return "\n".join(out) + "\n"

@@ -98,7 +98,8 @@ class Pair:
 
 @dataclass
 class BestCell:
-    """The run with the most total tok/s at a cell valid in two or more of the runs compared."""
+    """The run with the most total tok/s at a cell valid in two or more of the runs compared (``same``: its lead
+    over the runner-up is within ``SAME_WITHIN``, so the cell has no winner)."""
 
     context_label: str
     context_tokens: int
@@ -107,6 +108,7 @@ class BestCell:
     total_tps: float
     runner_up: str
     margin: float | None  # best / runner-up
+    same: bool = False  # the lead is inside SAME_WITHIN: noise, so no run wins the cell
 
 
 @dataclass
@@ -202,7 +204,8 @@ def _best(decode: dict[str, dict[tuple[int, int], dict[str, Any]]]) -> list[Best
             continue
         (top, best), rest = valid[0], valid[1:]
         margin = top / rest[0][0] if rest[0][0] else None
-        out.append(BestCell(format_context(key[0]), key[0], key[1], best, top, rest[0][1], margin))
+        same = verdict("total_tps", margin) == "same"  # the per-cell ratios' own noise rule
+        out.append(BestCell(format_context(key[0]), key[0], key[1], best, top, rest[0][1], margin, same))
     return out
 
 

@@ -73,8 +73,9 @@ def _chart(ctx: int, rows: list[dict], labels: dict[str, str], shade_x: float | 
     return "".join(out)
 
 
-def frontier_charts(r: SloReport, labels: dict[str, str]) -> list[tuple[str, str, str]]:
-    """``(chart id, caption, svg)`` per context that has cells with a GPU count; ``labels``: run -> legend text."""
+def frontier_charts(r: SloReport, labels: dict[str, str]) -> list[tuple[str, str, str, str]]:
+    """``(chart id, title, caption, svg)`` per context that has cells with a GPU count; ``labels``: run -> legend text.
+    The title names the context: several charts sit side by side, and a reader must tell them apart on the page."""
     shade_ms = min(r.tpot_bounds.values()) if r.tpot_bounds else None
     shade_slo = min(r.tpot_bounds, key=lambda s: r.tpot_bounds[s]) if r.tpot_bounds else None
     shade_x = 1000.0 / shade_ms if shade_ms else None
@@ -85,5 +86,6 @@ def frontier_charts(r: SloReport, labels: dict[str, str]) -> list[tuple[str, str
         if not rows:
             continue
         caption = "filled dots and the line: each run's frontier" + (f"; shaded: {note}" if note else "")
-        out.append((f"frontier-{format_context(ctx)}", caption, _chart(ctx, rows, labels, shade_x, note)))
+        label = format_context(ctx)
+        out.append((f"frontier-{label}", f"Frontier — {label} context", caption, _chart(ctx, rows, labels, shade_x, note)))
     return out

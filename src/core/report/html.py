@@ -104,8 +104,8 @@ def slo_html(r: SloReport, labels: dict[str, str], many_runs: bool = False) -> s
     charts = frontier_charts(r, labels)
     if charts:
         figures = "".join(
-            f'<figure class="chart" data-chart="{esc(cid)}"><figcaption><b>Frontier</b>{esc(caption)}</figcaption>{svg}</figure>'
-            for cid, caption, svg in charts
+            f'<figure class="chart" data-chart="{esc(cid)}"><figcaption><b>{esc(title)}</b>{esc(caption)}</figcaption>{svg}</figure>'
+            for cid, title, caption, svg in charts
         )
         out.append(f'<h2 id="frontier-charts">Frontier charts</h2><div class="charts">{figures}</div>')
     return "".join(out)

@@ -40,7 +40,9 @@ td.st-missing { color: var(--muted); text-align: center; }
 .legend p { margin: 2px 0; color: var(--muted); } ul.notes { margin: 6px 0; }
 .warning { background: #fef3c7; color: #78350f; border: 1px solid #f59e0b; border-radius: 6px; padding: 8px 12px; margin: 10px 0; }
 .better { color: var(--better); font-weight: 600; } .worse { color: var(--worse); font-weight: 600; } .same { color: var(--muted); }
-.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(560px, 100%), 1fr)); gap: 18px; }
+/* auto-fill, not auto-fit: a chart alone in its grid (latency vs rate) keeps one cell's width instead of the page's,
+   so its axis text is drawn at the size of every other chart's */
+.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(560px, 100%), 1fr)); gap: 18px; }
 figure.chart { margin: 0; background: var(--panel); border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; }
 figure.chart figcaption { color: var(--muted); font-size: 12.5px; margin-bottom: 4px; } figure.chart figcaption b { color: var(--fg); font-size: 14px; display: block; }
 svg.imx-chart { width: 100%; height: auto; display: block; }

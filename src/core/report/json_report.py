@@ -35,7 +35,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
     ``run`` is the runs row (JSON columns as objects); ``prefill`` rows are prefill_list rows,
     ``decode`` rows are decode_matrix rows plus ``reason``, ``latency`` rows latency_percentiles rows;
     ``slo`` holds the rows of slo_cells, slo_capacity, frontier and cell_engine_stats (docs/slo.md), and of slo_search
-    and slo_search_probes (``search``, ``search_probes``; docs/load.md);
+    and slo_search_probes (``search``, ``search_probes``; docs/load.md), and ``price``: the run's run_gpus row (its GPUs,
+    the GPU-hour price its costs used, ``gpu_hour_source`` report/stored/config, ``stored_gpu_hour_usd``);
     ``trace`` one object per trace-replay point: its trace_points row, its load_points figures and
     ``arrivals`` (trace_arrivals rows; docs/load.md);
     ``points`` the run's load_points rows (open-loop and trace points, in point order; docs/load.md);
@@ -55,7 +56,7 @@ def json_of(d: ReportData) -> dict[str, Any]:
         "decode": _plain(decode),
         "latency": _plain(d.latency),
         "slo": _plain({"cells": d.slo.cells, "capacity": d.slo.capacity, "frontier": d.slo.frontier, "engine_stats": d.slo.engine_stats,
-                      "search": d.slo.search, "search_probes": d.slo.search_probes}),
+                      "search": d.slo.search, "search_probes": d.slo.search_probes, "price": d.slo.gpus.get(d.run_id)}),
         "trace": _plain(d.traces),
         "points": _plain(d.points),
         "workload": _plain({"reuse": d.workload.reuse, "turns": d.workload.turns, "ttft_by_cached_fraction": d.workload.bands}),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infermatrix.core.report.data import ReportData
-from infermatrix.core.report.openloop import POINT_CAPTION, POINT_HEADERS, point_cells, point_reasons
+from infermatrix.core.report.openloop import POINT_CAPTION, POINT_HEADERS, POINTS_TITLE, point_cells, point_reasons
 from infermatrix.core.report.slo_report import SloTable
 from infermatrix.core.report.trace_report import ARRIVAL_HEADERS, TRACE_CAPTION, TRACE_HEADERS, arrival_rows, trace_cells, trace_notes
 from infermatrix.core.report.workload_report import (
@@ -53,7 +53,7 @@ def _points(d: ReportData) -> LoadSection | None:
     if not points:
         return None
     table = SloTable("", POINT_CAPTION, list(POINT_HEADERS), [point_cells(p) for p in points], "l" + "r" * 6 + "l")
-    return LoadSection("open-loop", "Open-loop points", [table, *map(Note, point_reasons(points))], [p["status"] for p in points])
+    return LoadSection("open-loop", POINTS_TITLE, [table, *map(Note, point_reasons(points))], [p["status"] for p in points])
 
 
 def _traces(d: ReportData) -> LoadSection | None:

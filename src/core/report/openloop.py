@@ -13,7 +13,9 @@ from infermatrix.core.contexts import format_context as context_label
 from infermatrix.core.store import Store
 from infermatrix.core.store.points import has_points
 
-__all__ = ["load_point_rows", "point_cells", "point_reasons", "render_points", "POINT_HEADERS", "POINT_CAPTION"]
+__all__ = ["load_point_rows", "point_cells", "point_reasons", "render_points", "POINT_HEADERS", "POINT_CAPTION", "POINTS_TITLE"]
+
+POINTS_TITLE = "Open-loop points"  # the section's one name: text, Markdown, HTML and docs/load.md alike
 
 POINT_HEADERS = ("Point", "Rate/s", "Sent/s", "Lag p99", "TTFT p50", "TTFT p99", "Done", "Status")
 POINT_CAPTION = ("requests arriving at a rate (≤N: in-flight cap); Sent/s = requests sent ÷ their span; "
@@ -60,7 +62,7 @@ def render_points(console: Console, points: list[dict[str, Any]], styles: dict[s
     if not points:
         return
     console.print()
-    console.print(Text("Open-loop load", style="bold underline"))
+    console.print(Text(POINTS_TITLE, style="bold underline"))
     console.print(Text(POINT_CAPTION, style="dim"))
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, header_style="bold", pad_edge=False)
     for h in POINT_HEADERS:

@@ -12,7 +12,7 @@ from typing import Any
 from infermatrix.core.report.fmt import DASH, fmt_ms, fmt_tps
 from infermatrix.core.store import Store
 
-__all__ = ["SloReport", "SloTable", "load_slo_report", "slo_tables", "fmt_share", "fmt_usd"]
+__all__ = ["SloReport", "SloTable", "load_slo_report", "slo_tables", "fmt_share", "fmt_usd", "price_line"]
 
 
 @dataclass
@@ -88,6 +88,24 @@ def fmt_usd(v: float | None) -> str:
     return f"${v:.3f}" if v < 1 else f"${v:,.2f}"
 
 
+def price_line(r: SloReport, run_ids: list[str]) -> str:
+    """The GPU-hour price the costs of ``run_ids`` were computed at and where it came from (run_gpus): one phrase
+    when every run has the same, else one per run. A price given for this report says what the run has stored."""
+    def phrase(g: dict[str, Any]) -> str:
+        usd, source, own = g.get("gpu_hour_usd"), g.get("gpu_hour_source"), g.get("stored_gpu_hour_usd")
+        if usd is None:
+            return "no GPU-hour price, so no cost (run --gpu-hour-price, or hardware.gpu_hour_usd in the config)"
+        if source == "report":
+            return f"priced at ${usd:,.2f}/GPU-hour for this report (stored: {DASH if own is None else f'${own:,.2f}'})"
+        where = "the config's hardware.gpu_hour_usd" if source == "config" else "stored with the run"
+        return f"priced at ${usd:,.2f}/GPU-hour ({where})"
+
+    phrases = {rid: phrase(r.gpus.get(rid, {})) for rid in run_ids}
+    if len(set(phrases.values())) == 1:
+        return next(iter(phrases.values()))
+    return "; ".join(f"{rid}: {p}" for rid, p in phrases.items())
+
+
 def _meets(v: bool | None) -> str:
     return "yes" if v is True else "no" if v is False else "can't tell"
 
@@ -129,10 +147,11 @@ def _frontier_table(r: SloReport, many_runs: bool) -> SloTable:
                      fmt_tps(f["tps_per_gpu"]), fmt_tps(f["tps_per_user"]), fmt_usd(f["usd_per_mtok"]),
                      fmt_usd(f.get("usd_per_mtok_total"))])  # fmt: skip
     gpus = "; ".join(f"{rid}: {g['gpus']} GPU(s) from {g['gpus_source']}" for rid, g in r.gpus.items() if g.get("gpus"))
+    shown = list(dict.fromkeys(f["run_id"] for f in r.frontier if f["on_frontier"]))
     return SloTable(
         "Throughput–interactivity frontier",
         "the cells no other cell of the run beats on both tok/s per GPU and tok/s per user; $ per million output tokens, "
-        "and per million prompt + output tokens, at the run's GPU-hour price" + (f" ({gpus})" if gpus else ""),
+        f"and per million prompt + output tokens, {price_line(r, shown)}" + (f"; GPUs: {gpus}" if gpus else ""),
         [*(["Run"] if many_runs else []), "Context", "N", "tok/s per GPU", "tok/s per user", "$ / M out tok", "$ / M total tok"],
         rows, ("l" if many_runs else "") + "lrrrrr",
     )  # fmt: skip

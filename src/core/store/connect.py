@@ -22,7 +22,9 @@ __all__ = ["SCHEMA_VERSION", "MEMORY", "connect", "apply_schema", "check_schema"
 # v4: decode_matrix.doubtful at the end (the columns the client verdict marked doubtful).
 # v5: SLOs and costs as data (slo_limits, run_costs, prefill.engine_counters) and slo_views.sql: slo_cells,
 #     slo_capacity, frontier, cell_engine_stats (docs/slo.md).
-SCHEMA_VERSION = 5
+# v6: run_gpus takes a report's own GPU-hour price (session variable infermatrix_gpu_hour_usd) and says where
+#     its price came from (gpu_hour_source, stored_gpu_hour_usd): a read-only open of a v5 file re-creates the view.
+SCHEMA_VERSION = 6
 MEMORY = ":memory:"
 
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")

@@ -13,7 +13,10 @@ from typing import Any
 from infermatrix.core.slo.spec import SloSpec
 from infermatrix.core.store.store import Store
 
-__all__ = ["save_slos", "save_gpu_hour_price"]
+__all__ = ["save_slos", "save_gpu_hour_price", "stored_gpu_hour_price", "price_this_session"]
+
+# The session variable run_gpus reads before the stored price (slo_views.sql): a price for one report, not stored.
+SESSION_PRICE = "infermatrix_gpu_hour_usd"
 
 
 def _now() -> dt.datetime:
@@ -42,3 +45,21 @@ def save_gpu_hour_price(store: Store, run_id: str, usd: float) -> None:
     store._require_run(run_id)
     store._transaction(f"the GPU-hour price of run {run_id}",
                        [("INSERT OR REPLACE INTO run_costs VALUES (?, ?, ?)", [run_id, float(usd), _now()])])  # fmt: skip
+
+
+def stored_gpu_hour_price(store: Store, run_id: str) -> tuple[float | None, str | None]:
+    """The price the run itself holds and where it comes from: ``(2.5, "stored")`` (run_costs), ``(2.5, "config")``
+    (its config's hardware.gpu_hour_usd) or ``(None, None)`` — whatever price this session was given."""
+    _, rows = store.query(
+        "SELECT stored_gpu_hour_usd, CASE WHEN EXISTS (SELECT 1 FROM run_costs c WHERE c.run_id = g.run_id) THEN 'stored' "
+        "WHEN stored_gpu_hour_usd IS NOT NULL THEN 'config' END FROM run_gpus g WHERE run_id = ?", [run_id])
+    return (rows[0][0], rows[0][1]) if rows else (None, None)
+
+
+def price_this_session(store: Store, usd: float | None) -> None:
+    """Price every cost this connection reads at ``usd`` per GPU-hour, storing nothing (``None``: the stored prices
+    again). A session variable, so it works on a read-only store and ends with the connection."""
+    if usd is None:
+        store.query(f"RESET VARIABLE {SESSION_PRICE}")
+    else:
+        store.query(f"SET VARIABLE {SESSION_PRICE} = ?", [float(usd)])

@@ -116,6 +116,9 @@ ORDER BY run_id, slo, context_tokens, concurrency;
 -- GPUs a run's engine used: its parallelism as the engine plugin reports it (tensor x pipeline x data
 -- parallel sizes in runs.engine_extra: tensor/pipeline/data_parallel_size, or tp/pp/dp_size), else the config's hardware.gpus (or hardware.gpu_count), else the
 -- hardware row's gpu_count (an imported page's GPU count). NULL when none says.
+-- gpu_hour_usd: the price a report was given for itself (`report/compare --gpu-hour-price`, the session variable
+-- infermatrix_gpu_hour_usd: nothing stored), else the run's stored price (run_costs), else its config's
+-- hardware.gpu_hour_usd; gpu_hour_source says which, stored_gpu_hour_usd is what the run itself holds (docs/slo.md).
 CREATE OR REPLACE VIEW run_gpus AS
 WITH src AS (
     SELECT r.run_id,
@@ -128,14 +131,19 @@ WITH src AS (
            coalesce(TRY_CAST(json_extract_string(r.config, '$.hardware.gpus') AS INTEGER),
                     TRY_CAST(json_extract_string(r.config, '$.hardware.gpu_count') AS INTEGER)) AS cfg,
            TRY_CAST(json_extract_string(r.hardware, '$.gpu_count') AS INTEGER) AS hw,
-           coalesce(k.gpu_hour_usd, TRY_CAST(json_extract_string(r.config, '$.hardware.gpu_hour_usd') AS DOUBLE)) AS gpu_hour_usd
+           k.gpu_hour_usd AS stored_usd,
+           TRY_CAST(json_extract_string(r.config, '$.hardware.gpu_hour_usd') AS DOUBLE) AS config_usd,
+           TRY_CAST(getvariable('infermatrix_gpu_hour_usd') AS DOUBLE) AS report_usd
     FROM runs r LEFT JOIN run_costs k ON k.run_id = r.run_id
 )
 SELECT run_id,
        CASE WHEN tp > 0 THEN tp * coalesce(nullif(pp, 0), 1) * coalesce(nullif(dp, 0), 1)
             WHEN cfg > 0 THEN cfg WHEN hw > 0 THEN hw END AS gpus,
        CASE WHEN tp > 0 THEN 'engine parallelism' WHEN cfg > 0 THEN 'config hardware' WHEN hw > 0 THEN 'hardware' END AS gpus_source,
-       gpu_hour_usd
+       coalesce(report_usd, stored_usd, config_usd) AS gpu_hour_usd,
+       CASE WHEN report_usd IS NOT NULL THEN 'report' WHEN stored_usd IS NOT NULL THEN 'stored'
+            WHEN config_usd IS NOT NULL THEN 'config' END AS gpu_hour_source,
+       coalesce(stored_usd, config_usd) AS stored_gpu_hour_usd
 FROM src;
 
 -- Per SLO and context: the largest concurrency whose cell meets the SLO, and its throughput.
