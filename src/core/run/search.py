@@ -196,9 +196,8 @@ class _Search:
         mr = self.mr
         cell = await self._cell(progress, n) or {"status": "error", "reason": "the cell was not stored"}
         out = {"status": cell["status"], "reason": cell.get("reason")}
-        j = _one(mr.store, "SELECT s.meets, s.attainment, d.total_tps, d.avg_active, "
-                 "latency_at(s.run_id, s.context_tokens, s.concurrency, 'ttft', 99) AS ttft_p99_ms, "
-                 "latency_at(s.run_id, s.context_tokens, s.concurrency, 'tbt', 99) AS tpot_p99_ms "
+        # The figures stored with the probe are those its verdict was judged on: the cell's judged requests (slo_cells).
+        j = _one(mr.store, "SELECT s.meets, s.attainment, s.ttft_p99_ms, s.tpot_p99_ms, d.total_tps, d.avg_active "
                  "FROM slo_cells s JOIN decode_matrix d ON d.run_id = s.run_id AND d.context_tokens = s.context_tokens "
                  "AND d.concurrency = s.concurrency WHERE s.run_id = ? AND s.slo = ? AND s.context_tokens = ? AND s.concurrency = ?",
                  [mr.run_id, self.spec.name, self.ctx, n])  # fmt: skip
