@@ -12,11 +12,13 @@ from infermatrix.core.config import ConfigError
 
 __all__ = [
     "fail", "open_store", "list_option", "number_option", "OneLineErrors",
-    "DEFAULT_DB", "EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED",
+    "DEFAULT_DB", "EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_SEARCH_STOPPED",
 ]
 
 DEFAULT_DB = "infermatrix.duckdb"
 EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+# The run ended, but the SLO search it was asked for stopped without an answer (run status `stopped`).
+EXIT_SEARCH_STOPPED = 3
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:

@@ -30,7 +30,7 @@ from infermatrix.core.run.matrix import MatrixRun
 from infermatrix.core.run.points import pending_points, run_points
 from infermatrix.core.run.sessions import run_sessions
 from infermatrix.core.store.workload_store import pass_done
-from infermatrix.core.run.search import run_search, search_pending
+from infermatrix.core.run.search import run_search, search_pending, search_stopped
 from infermatrix.core.wallclock import PhaseClock, add_totals
 from rich.console import Console
 
@@ -40,7 +40,7 @@ __all__ = ["RunOutcome", "execute_run", "WatchedTransport"]
 @dataclass
 class RunOutcome:
     run_id: str | None
-    status: str  # completed | interrupted | failed
+    status: str  # completed | stopped (its SLO search found no answer; error: why) | interrupted | failed
     error: str | None = None
     cells: dict[str, int] = field(default_factory=dict)
     hard_stop: bool = False  # a second signal: the engine was killed, the run stopped at once
@@ -102,7 +102,9 @@ async def execute_run(
                 run_id, engine, todo = await _open_run(pm, cfg, store, client, run_id, retry_errors, new_run_id_as)
                 outcome.run_id = run_id
                 if todo is None or engine is None:
-                    outcome.status, outcome.nothing_to_do = "completed", True
+                    outcome.nothing_to_do = True
+                    outcome.error = search_stopped(store, run_id, cfg)
+                    outcome.status = "stopped" if outcome.error else "completed"
                     return outcome
                 created = True
                 outcome.status = "failed"
@@ -110,6 +112,8 @@ async def execute_run(
                 await matrix_run.run(todo)
                 await _after_matrix(matrix_run, store, run_id, cfg, retry_errors)
             outcome.status = "interrupted" if work.cancelled_caught else "completed"
+            if outcome.status == "completed" and (stopped := search_stopped(store, run_id, cfg)):
+                outcome.status, outcome.error = "stopped", stopped
         except EngineError as exc:
             outcome.status, outcome.error = "failed", engine.redact(str(exc)) if engine else str(exc)
         except (EngineDown, StepFailed) as exc:  # a guarded step the loop does not handle itself: the run stops, cleanly
@@ -182,8 +186,9 @@ async def _open_run(
         pass_pending = workload_name(m, cfg.workload) is not None and not pass_done(store, run_id, retry_errors)
         pending = pending_points(store, run_id, cfg, retry_errors) or search_pending(store, run_id, cfg, retry_errors) or pass_pending
         if not todo[0] and not todo[1] and not pending:
-            if (store.get_run(run_id) or {}).get("status") != "completed":
-                store.finish_run(run_id, "completed")
+            stopped = search_stopped(store, run_id, cfg)
+            if (store.get_run(run_id) or {}).get("status") != ("stopped" if stopped else "completed"):
+                store.finish_run(run_id, "stopped" if stopped else "completed", error=stopped)
             return run_id, None, None
         new = False
     else:
