@@ -103,17 +103,13 @@ async def execute_run(
                 outcome.run_id = run_id
                 if todo is None or engine is None:
                     outcome.nothing_to_do = True
-                    outcome.error = search_stopped(store, run_id, cfg)
-                    outcome.status = "stopped" if outcome.error else "completed"
-                    return outcome
+                    return _ended(outcome, store, cfg, False)
                 created = True
                 outcome.status = "failed"
                 matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells)
                 await matrix_run.run(todo)
                 await _after_matrix(matrix_run, store, run_id, cfg, retry_errors)
-            outcome.status = "interrupted" if work.cancelled_caught else "completed"
-            if outcome.status == "completed" and (stopped := search_stopped(store, run_id, cfg)):
-                outcome.status, outcome.error = "stopped", stopped
+            _ended(outcome, store, cfg, work.cancelled_caught)
         except EngineError as exc:
             outcome.status, outcome.error = "failed", engine.redact(str(exc)) if engine else str(exc)
         except (EngineDown, StepFailed) as exc:  # a guarded step the loop does not handle itself: the run stops, cleanly
@@ -156,6 +152,15 @@ async def execute_run(
     if error is not None:
         raise error
     assert outcome is not None
+    return outcome
+
+
+def _ended(outcome: RunOutcome, store: Store, cfg: RunConfig, cancelled: bool) -> RunOutcome:
+    """The status of a run whose work ended: interrupted, ``stopped`` (its SLO search stopped without an answer, the
+    reason in ``error``: exit code 3, docs/load.md "Search"), or completed."""
+    stopped = None if cancelled or outcome.run_id is None else search_stopped(store, outcome.run_id, cfg)
+    outcome.status = "interrupted" if cancelled else "stopped" if stopped else "completed"
+    outcome.error = stopped or outcome.error
     return outcome
 
 

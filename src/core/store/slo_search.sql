@@ -14,8 +14,8 @@ CREATE TABLE IF NOT EXISTS slo_searches (
     start_source    VARCHAR,            -- 'stated', or how it was measured
     resolution      VARCHAR,            -- '10%' (relative to highest_pass) or '0.5' (absolute)
     max_load        DOUBLE,             -- NULL: no stated maximum
-    highest_pass    DOUBLE,             -- the highest load that met the SLO (NULL: none did)
-    lowest_fail     DOUBLE,             -- the lowest load that did not (NULL: none failed)
+    highest_pass    DOUBLE,             -- the highest load that met the SLO, rate: as delivered (NULL: none did)
+    lowest_fail     DOUBLE,             -- the lowest load that did not, rate: as delivered (NULL: none failed)
     status          VARCHAR NOT NULL,   -- running | found | max_reached | none_passed | too_many_probes | stopped | interrupted
     reason          VARCHAR,            -- why it stopped (a probe that was not valid, the SLO not judged ...)
     started_at      TIMESTAMP,
@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS slo_search_probes (
     run_id          VARCHAR NOT NULL,
     probe           INTEGER NOT NULL,   -- order in the search, from 0 (a rate probe is stored as points.point = probe)
     step            VARCHAR,            -- start | double | halve | bisect | max
-    load            DOUBLE,             -- requests/s (rate) or concurrency
+    load            DOUBLE,             -- asked: requests/s (rate: it counts at `achieved`) or concurrency
     point           INTEGER,            -- rate: the open-loop point (points.point)
     context_tokens  INTEGER,            -- concurrency: the decode cell (cells' key, with concurrency = load)
     status          VARCHAR,            -- the point's or the cell's status

@@ -56,7 +56,7 @@ GROUP BY run_id, slo, context_tokens, concurrency, point, request_no;
 
 -- Per (SLO, cell or point) with judged requests: the counts, and whether it meets the SLO. A percentile limit
 -- is the nearest-rank percentile (the value at rank ceil(P/100 x n)) over the SAME judged requests, those that
--- finished: TTFT, e2e and TPOT = (last token - first token) / (output tokens - 1) as MLPerf and vLLM define it
+-- finished: TTFT, e2e and TPOT = (last token - first token) / (output tokens - 1), per request (docs/slo.md)
 -- (one-token requests have none); tps_p<P>_min asks that P % of them reach the rate (ranked fastest first). So a
 -- cell or point whose judged requests are all good cannot fail a percentile limit: each value is within it.
 -- meets: false when a percentile limit fails, or attainment is below the goal (with one), or (without one) a
