@@ -105,6 +105,16 @@ def test_concurrency_search_from_the_command_line_then_resume_measures_only_what
         cells = {c["concurrency"]: c for c in rows(db, "SELECT concurrency, status, saved_at FROM cells WHERE run_id = ?", [rid])}
         assert [p["load"] for p in probes] == [1, 2, 4, 8, 6, 5] and set(cells) == {1, 2, 4, 8, 6, 5}
         assert all(c["status"] == "valid" for c in cells.values())
+        # Issue 27 item 2: each probe's stored TPOT p99 is the nearest rank over its cell's judged requests (computed here
+        # from the stored records), and a probe whose judged requests were all good passed.
+        for pr in rows(db, "SELECT * FROM slo_search_probes WHERE run_id = ?", [rid]):
+            reqs = rows(db, "SELECT q.* FROM requests q JOIN cells c USING (run_id, context_tokens, concurrency) WHERE q.run_id = ? "
+                        "AND q.concurrency = ? AND q.outcome <> 'cancelled' AND q.ended BETWEEN c.window_start AND c.window_end",
+                        [rid, int(pr["load"])])  # fmt: skip
+            tpots = sorted((r["ended"] - r["first_token"]) * 1000 / (r["output_tokens"] - 1) for r in reqs
+                           if r["outcome"] == "ok" and r["finish_reason"] and r["output_tokens"] > 1)  # fmt: skip
+            assert pr["tpot_p99_ms"] == pytest.approx(tpots[max(1, -(-99 * len(tpots) // 100)) - 1]), pr
+            assert pr["attainment"] < 1 or pr["verdict"] == "pass", pr
         # As an interrupt during the last probe leaves it: the search not final, the last cell interrupted.
         with Store(db) as st:
             st.query("UPDATE slo_searches SET status = 'interrupted' WHERE run_id = ?", [rid])
