@@ -12,7 +12,7 @@ from infermatrix.core.config import ConfigError
 
 __all__ = [
     "fail", "open_store", "list_option", "number_option", "OneLineErrors", "OneLineGroup", "usage_mistake", "out_console",
-    "DEFAULT_DB", "EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED",
+    "DEFAULT_DB", "EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_SEARCH_STOPPED",
 ]
 
 DEFAULT_DB = "infermatrix.duckdb"
@@ -21,6 +21,9 @@ EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
 # lines. A pipe or a file gets this many instead, so every value and every table row prints whole, on one line
 # (tables are as wide as their content, never padded to the console's width).
 UNBOUNDED_WIDTH = 100_000
+
+# The run ended, but the SLO search it was asked for stopped without an answer (run status `stopped`).
+EXIT_SEARCH_STOPPED = 3
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:

@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 
 from infermatrix.cli.common import (
-    DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, OneLineErrors, fail, list_option, open_store, out_console,
+    DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_SEARCH_STOPPED, OneLineErrors, fail, list_option, open_store, out_console,
 )
 from infermatrix.cli.attach_flags import ATTACH_FLAGS, attach_config, attach_options
 from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options, points_take_max_output
@@ -222,6 +222,9 @@ def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool, slos=([], N
     if outcome.status == "interrupted":
         err.print(f"interrupted: finished cells are kept; resume with: {hint}", highlight=False)
         sys.exit(EXIT_INTERRUPTED)
+    if outcome.status == "stopped":  # the reason is the last line, the exit code 3 (docs/load.md, "Search")
+        err.print(f"{outcome.error} (run {rid})", highlight=False, soft_wrap=True)
+        sys.exit(EXIT_SEARCH_STOPPED)
 
 
 COMMANDS = [run, resume]

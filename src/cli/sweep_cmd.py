@@ -28,7 +28,8 @@ from infermatrix.cli.slo_opts import attach_slos_after_run, parse_slo_flags, slo
 def sweep(config_files, db, overrides, use_ray, ray_address, gpus_per_run, gpu_resource, node_dir, slo_texts, gpu_hour_price) -> None:
     """Run several CONFIG files into one database: one after another, or with --ray one Ray task per config
     on the cluster's GPU nodes, each run merged into the database as it finishes. A summary table ends it;
-    exit 1 if a run failed or was lost (resume it with `infermatrix resume RUN_ID`), 130 if interrupted.
+    exit 1 if a run failed or was lost (resume it with `infermatrix resume RUN_ID`), 130 if interrupted, 3 if every run
+    ended but a run's SLO search stopped without an answer.
     --slo and --gpu-hour-price are stored with every run that reached the database, as `run` stores them."""
     from infermatrix.core.config import ConfigError
     from infermatrix.core.plugins import get_plugin_manager
@@ -91,7 +92,7 @@ def _run(pm, configs, store, use_ray: bool, address, gpus: float, resource, node
         err.print(f"[bold red]error:[/] sweep stopped: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
                   highlight=False, soft_wrap=True)  # fmt: skip
         for entry in entries:
-            if entry.status not in ("completed", "failed", "interrupted", "lost", "not started"):
+            if entry.status not in ("completed", "stopped", "failed", "interrupted", "lost", "not started"):
                 entry.status, entry.error = "failed", f"the sweep stopped before it came back ({type(exc).__name__})"
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the summary is printed whatever happens now
     specs, price = slos  # each config's own [slo] is stored already

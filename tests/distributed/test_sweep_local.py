@@ -68,6 +68,9 @@ def test_exit_code_says_the_worst_outcome():
     assert sweep_exit_code(entries("completed", LOST, "completed")) == 1
     assert sweep_exit_code(entries("completed", "interrupted", NOT_STARTED)) == 130
     assert sweep_exit_code(entries("failed", "interrupted")) == 130
+    # issue 27 item 4: every run ended, but a search stopped without an answer
+    assert sweep_exit_code(entries("completed", "stopped")) == 3
+    assert sweep_exit_code(entries("stopped", "failed")) == 1
 
 
 def test_summary_shows_config_paths_relative_and_unfolded(tmp_path, monkeypatch):

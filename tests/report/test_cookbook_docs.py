@@ -15,7 +15,6 @@ import pytest
 from imx_factories import REFERENCE_VALID, fill_run, make_cell
 from infermatrix.core.contexts import format_context
 from infermatrix.core.importer import import_page
-from infermatrix.core.measure.histograms import percentile
 from infermatrix.core.slo import parse_slo
 from infermatrix.core.store import Store
 from infermatrix.core.store.slo_search import save_probe, save_search
@@ -31,7 +30,8 @@ SQL = re.compile(r"```sql\n(.*?)```", re.S)
 METRICS = ("total_tps", "per_request_tps", "ttft_ms", "tbt_ms")
 Q11_SLO = "ttft_p99_ms=2000,tpot_p99_ms=50"
 PRICES = {"a": 3.0, "b": 2.0}
-SEARCHES = {"a": (3.0, 3.25), "b": (5.5, 6.0)}  # (highest pass, lowest fail) of each measured run's search  # $/GPU-hour of the two measured runs (the imported page has none)
+# (highest pass, lowest fail, status) of each measured run's search: b's stopped at its last probe, keeping its interval
+SEARCHES = {"a": (3.0, 3.25, "found"), "b": (5.5, 6.0, "stopped")}  # $/GPU-hour of the two measured runs (the imported page has none)
 
 
 def questions() -> dict[int, tuple[str, str]]:
@@ -77,12 +77,15 @@ def cookbook_db(tmp_path_factory):
     # Questions 13 and 14: a multi-turn workload pass on run a (core/store/workload_store.py).
     save_workload_pass(store, a, WORKLOAD_PASS, WORKLOAD_REQUESTS)
     # Question 15: an SLO search's answer and probes, as `infermatrix search` stores them.
-    for rid, (lo, hi) in SEARCHES.items():
+    for rid, (lo, hi, status) in SEARCHES.items():
         run_id = a if rid == "a" else b
+        why = "probe 5 at 5.75/s is client_bound: schedule lag p99 80 ms > bound 25 ms" if status == "stopped" else None
         save_search(store, run_id, {"slo": Q11_SLO, "over": "rate", "context_tokens": 8192, "start": 1.0, "resolution": "10%",
-                                    "highest_pass": lo, "lowest_fail": hi, "status": "found"})  # fmt: skip
+                                    "highest_pass": lo, "lowest_fail": hi, "status": status, "reason": why})  # fmt: skip
         for i, (load, ok) in enumerate([(1.0, True), (2.0, True), (4.0, lo >= 4.0), (lo, True), (hi, False)]):
             save_probe(store, run_id, {"probe": i, "load": load, "status": "valid", "meets": ok, "verdict": "pass" if ok else "fail"})
+        if status == "stopped":
+            save_probe(store, run_id, {"probe": 5, "load": 5.75, "status": "client_bound", "verdict": "stop", "reason": why})
     yield store, truth, result.run_id
     store.close()
 
@@ -116,6 +119,15 @@ def test_q14_ttft_turn_by_turn(cookbook_db):
 def run(store, number: int) -> list[dict]:
     cols, rows = store.query(QUESTIONS[number][1])
     return [dict(zip(cols, r)) for r in rows]
+
+
+def rows_of(store, sql: str, params: list) -> list[dict]:
+    cols, rows = store.query(sql, params)
+    return [dict(zip(cols, r)) for r in rows]
+
+
+def nearest_rank(xs: list[float], q: float) -> float:
+    return xs[max(1, math.ceil(q * len(xs))) - 1]
 
 
 def valid(truth):
@@ -218,15 +230,19 @@ def test_q11_largest_concurrency_meeting_an_slo(cookbook_db):
     assert Q11_SLO in QUESTIONS[11][1]
     got = {r["run_id"]: r["max_concurrency_meeting"] for r in run(store, 11)}
     want = {}
-    for rid in got:  # decoded here from the stored HDR histograms (not the view's percentile table)
+    for rid in got:  # judged here from the stored request records (docs/metrics.md, SLOs): nearest rank over the judged requests
         meeting = []
         for n in sorted(n for (ctx, n), c in truth[rid].items() if ctx == 8192 and c["status"] == "valid"):
-            enc = dict(store.query("SELECT metric, encoded FROM histograms WHERE run_id = ? AND context_tokens = 8192 "
-                                   "AND concurrency = ?", [rid, n])[1])  # fmt: skip
-            if percentile(enc["ttft"], 99) <= 2000 and percentile(enc["tbt"], 99) <= 50:
+            reqs = rows_of(store, "SELECT q.* FROM requests q JOIN cells c USING (run_id, context_tokens, concurrency) WHERE q.run_id = ? "
+                           "AND q.context_tokens = 8192 AND q.concurrency = ? AND q.outcome <> 'cancelled' AND q.ended IS NOT NULL "
+                           "AND q.ended BETWEEN c.window_start AND c.window_end", [rid, n])  # fmt: skip
+            done = [r for r in reqs if r["outcome"] == "ok" and r["finish_reason"] is not None]
+            ttft = sorted(r["ttft_ms"] for r in done if r["ttft_ms"] is not None)
+            tpot = sorted((r["ended"] - r["first_token"]) * 1000 / (r["output_tokens"] - 1) for r in done if r["output_tokens"] > 1)
+            if ttft and tpot and nearest_rank(ttft, 0.99) <= 2000 and nearest_rank(tpot, 0.99) <= 50:
                 meeting.append(n)
         want[rid] = max(meeting) if meeting else None
-    assert len(got) == 2 and got == want
+    assert len(got) == 2 and got == want, (got, want)
 
 
 def test_q12_cheapest_cell_per_context_at_50_tps_per_user(cookbook_db):
@@ -247,4 +263,50 @@ def test_q12_cheapest_cell_per_context_at_50_tps_per_user(cookbook_db):
 def test_q15_the_slo_search_answer_per_run(cookbook_db):
     store, _, _ = cookbook_db
     got = run(store, 15)
-    assert [(r["highest_pass"], r["lowest_fail"], r["probes"], r["status"]) for r in got] == [(5.5, 6.0, 5, "found"), (3.0, 3.25, 5, "found")]
+    assert [(r["highest_pass"], r["lowest_fail"], r["probes"], r["status"]) for r in got] == [(5.5, 6.0, 6, "stopped"), (3.0, 3.25, 5, "found")]
+    assert "client_bound" in got[0]["reason"] and got[1]["reason"] is None
+
+
+def question_text(number: int) -> str:
+    text = COOKBOOK.read_text(encoding="utf-8")
+    return next(body for n, _, body in QUESTION.findall(text) if int(n) == number)
+
+
+def test_q15_says_what_a_stopped_search_keeps(cookbook_db):
+    """Issue 27 item 9: a stopped search keeps the bounds found before it stopped (the trial's had 12/16), so the
+    question must not tell readers it has none, and must say to read the status first."""
+    store, _, _ = cookbook_db
+    stopped = [r for r in run(store, 15) if r["status"] == "stopped"]
+    assert stopped and stopped[0]["highest_pass"] is not None and stopped[0]["lowest_fail"] is not None
+    prose = " ".join(question_text(15).split("```sql")[0].split())
+    assert "has no interval" not in prose and "keeps the bounds" in prose and "read `status` before the bounds" in prose
+
+
+DOCS = COOKBOOK.parent
+NAMED = re.compile(r"[Cc]ookbook question (\d+)")
+TITLED = re.compile(r"\*([^*]+)\*\s*\(question (\d+)\)")
+
+
+def test_other_docs_point_at_the_cookbook_question_they_mean(cookbook_db):
+    """Every "Cookbook question N" elsewhere in the docs names a question whose query reads a view or table its paragraph
+    names (docs/load.md's search section once sent readers to 13, the prefix cache, for the SLO search: 15); "*what it
+    answers* (question N)" names one whose title has most of those words."""
+    store, _, _ = cookbook_db
+    names = {n for (n,) in store.query("SELECT table_name FROM information_schema.tables")[1]}
+    checked = 0
+    for doc in sorted(DOCS.glob("*.md")):
+        if doc == COOKBOOK:
+            continue
+        for para in doc.read_text(encoding="utf-8").split("\n\n"):
+            for m in NAMED.finditer(para):
+                number = int(m.group(1))
+                mentioned = set(re.findall(r"`([a-z_]+)`", para)) & names
+                read = set(re.findall(r"(?:FROM|JOIN)\s+([a-z_]+)", QUESTIONS[number][1])) & names
+                assert mentioned & read, f"{doc.name}: question {number} reads {sorted(read)}, the paragraph names {sorted(mentioned)}"
+                checked += 1
+            for m in TITLED.finditer(para):
+                words = [w for w in re.findall(r"[a-z]{4,}", m.group(1).lower())]
+                title = QUESTIONS[int(m.group(2))][0].lower()
+                assert sum(w in title for w in words) * 2 >= len(words), f"{doc.name}: {m.group(0)!r} vs question {m.group(2)}: {title}"
+                checked += 1
+    assert checked >= 3

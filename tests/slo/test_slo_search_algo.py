@@ -67,3 +67,49 @@ def test_parse_resolution():
     for bad, over in (("abc", "rate"), ("0", "rate"), ("-1%", "rate"), ("0.5", "concurrency")):
         with pytest.raises(ConfigError, match="--resolution"):
             parse_resolution(bad, over)
+
+
+def test_a_rate_probe_counts_at_the_rate_it_delivered():
+    """Issue 27 item 7, the trial's probes: asked 8/s, delivered 9/s and passed; asked 16/s, delivered 13/s and failed.
+    The bounds are what the engine saw, [9, 13], and the next probe is asked between them."""
+    b = Bisection(start=8.0, resolution=parse_resolution(None, "rate"), over="rate")
+    assert b.next_step() == (8.0, "start")
+    b.record(8.0, True, "start", delivered=9.0)
+    assert b.next_step() == (18.0, "double")  # doubling from what was delivered
+    b.record(18.0, False, "double", delivered=13.0)
+    assert (b.lo, b.hi) == (9.0, 13.0) and b.probes == [(9.0, True, "start"), (13.0, False, "double")]
+    assert b.next_step() == (11.0, "bisect")
+
+
+def delivered_search(threshold: float, start: float, duration_s: float, resolution: str | None = None,
+                     max_load: float | None = None) -> Bisection:
+    """Constant arrivals over ``duration_s``: a probe asked at R sends floor(R x T) requests, i.e. delivers floor(R·T)/T."""
+    b = Bisection(start=start, resolution=parse_resolution(resolution, "rate"), over="rate", max_load=max_load)
+    while (nxt := b.next_step()) is not None:
+        load, step = nxt
+        got = int(load * duration_s + 1e-9) / duration_s
+        b.record(load, got <= threshold, step, delivered=got)
+    return b
+
+
+def test_a_probe_that_cannot_narrow_the_interval_ends_the_search_saying_why():
+    """At 2 s probes the delivered rates are multiples of 0.5/s: an absolute resolution of 0.1 cannot be reached, and
+    the search ends on the first probe that delivers a bound it already has, instead of asking it again until 40 probes."""
+    b = delivered_search(3.3, start=1.0, duration_s=2.0, resolution="0.1")
+    assert b.outcome == "found" and (b.lo, b.hi) == (3.0, 3.5), b.probes
+    assert len(b.probes) < 10 and "narrows nothing" in (b.note or "")
+    assert all(x * 2 == int(x * 2) for x, _, _ in b.probes)  # every bound a delivered rate
+
+
+def test_a_stated_maximum_that_passes_below_itself_still_ends_the_doubling():
+    b = delivered_search(1000.0, start=1.0, duration_s=3.0, max_load=49.9)  # asked 49.9/s, delivered 149 / 3 s = 49.67/s
+    assert b.outcome == "max_reached" and b.probes[-1] == (pytest.approx(149 / 3), True, "max") and len(b.probes) == 7
+
+
+def test_crossed_verdicts_end_the_search_with_the_reason():
+    b = Bisection(start=4.0, resolution=parse_resolution("1%", "rate"), over="rate")
+    b.record(4.0, True, "start", delivered=4.0)
+    b.record(8.0, False, "double", delivered=8.0)
+    b.record(6.0, True, "bisect", delivered=6.2)
+    b.record(7.0, False, "bisect", delivered=6.1)  # a fail below a pass: noise around the boundary
+    assert b.next_step() is None and b.outcome == "found" and "cross" in (b.note or "")

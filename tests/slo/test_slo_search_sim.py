@@ -58,20 +58,31 @@ def test_rate_search_finds_the_rate_the_profile_predicts_and_stores_every_probe(
     (s,) = result.query("SELECT * FROM slo_search WHERE run_id = ?", [result.run_id])
     assert s["status"] == "found", s
     lo, hi = s["highest_pass"], s["lowest_fail"]
-    assert s["resolution"] == "10%" and (hi - lo) <= 0.10 * lo * 1.000001
+    probes = result.query("SELECT * FROM slo_search_probes WHERE run_id = ? ORDER BY probe", [result.run_id])
+    # Within the resolution, or as near as 6 s probes can deliver (a constant point's rate is a whole number of requests
+    # over 6 s: steps of 1/6 per s), the reason saying so.
+    why = (s, [(p["load"], p["achieved"], p["verdict"]) for p in probes])
+    assert s["resolution"] == "10%" and ((hi - lo) <= 0.10 * lo * 1.000001 or "narrows nothing" in s["reason"]), why
+    assert 0 < hi - lo <= 0.10 * lo + 1 / 6 + 1e-3, why
     # The answer within the stated resolution of the prediction: the interval, widened by one resolution.
     assert lo * 0.9 <= predicted <= hi * 1.1, (lo, hi, predicted)
     # The start was measured: 1 / the median end-to-end latency of the N = 1 cell, stored as a cell.
     (cell,) = result.query("SELECT status FROM cells WHERE run_id = ? AND concurrency = 1", [result.run_id])
     assert cell["status"] == "valid" and s["start_source"].startswith("1 / median e2e")
     # Every probe stored: one open-loop point each, at its load, with all of its requests; the sim saw exactly those.
-    probes = result.query("SELECT * FROM slo_search_probes WHERE run_id = ? ORDER BY probe", [result.run_id])
     points = {p["point"]: p for p in result.query("SELECT * FROM points WHERE run_id = ?", [result.run_id])}
     assert len(probes) == s["probes"] == len(points) >= 4
     for p in probes:
         assert points[p["point"]]["requested_rate"] == p["load"] and points[p["point"]]["status"] == "valid"
+        # constant: the sends over 6 s, or over the last send's offset when that came a little late
+        assert p["achieved"] == points[p["point"]]["achieved_rate"] == pytest.approx(points[p["point"]]["sent"] / 6, rel=0.01)
         assert p["verdict"] == ("pass" if p["meets"] else "fail")
-        assert (p["load"] <= lo) == (p["verdict"] == "pass")  # monotone: every pass at or below the answer, every fail above
+        assert (p["achieved"] <= lo) == (p["verdict"] == "pass")  # monotone: every pass at or below the answer, every fail above
+    # Issue 27 item 7: the answer is in delivered rates. A constant point sends floor(R x 6 s) requests, so most probes
+    # delivered less than they asked; the bounds are the delivered rates of the highest pass and the lowest fail.
+    assert any(p["achieved"] < p["load"] for p in probes)
+    assert lo == max(p["achieved"] for p in probes if p["verdict"] == "pass")
+    assert hi == min(p["achieved"] for p in probes if p["verdict"] == "fail")
     stored = result.query("SELECT count(*) AS n FROM point_requests WHERE run_id = ?", [result.run_id])[0]["n"]
     assert stored == sum(p["scheduled"] for p in points.values()) == sum("-load-" in (r["request_id"] or "") for r in truth)
 
@@ -94,6 +105,16 @@ def test_concurrency_search_from_the_command_line_then_resume_measures_only_what
         cells = {c["concurrency"]: c for c in rows(db, "SELECT concurrency, status, saved_at FROM cells WHERE run_id = ?", [rid])}
         assert [p["load"] for p in probes] == [1, 2, 4, 8, 6, 5] and set(cells) == {1, 2, 4, 8, 6, 5}
         assert all(c["status"] == "valid" for c in cells.values())
+        # Issue 27 item 2: each probe's stored TPOT p99 is the nearest rank over its cell's judged requests (computed here
+        # from the stored records), and a probe whose judged requests were all good passed.
+        for pr in rows(db, "SELECT * FROM slo_search_probes WHERE run_id = ?", [rid]):
+            reqs = rows(db, "SELECT q.* FROM requests q JOIN cells c USING (run_id, context_tokens, concurrency) WHERE q.run_id = ? "
+                        "AND q.concurrency = ? AND q.outcome <> 'cancelled' AND q.ended BETWEEN c.window_start AND c.window_end",
+                        [rid, int(pr["load"])])  # fmt: skip
+            tpots = sorted((r["ended"] - r["first_token"]) * 1000 / (r["output_tokens"] - 1) for r in reqs
+                           if r["outcome"] == "ok" and r["finish_reason"] and r["output_tokens"] > 1)  # fmt: skip
+            assert pr["tpot_p99_ms"] == pytest.approx(tpots[max(1, -(-99 * len(tpots) // 100)) - 1]), pr
+            assert pr["attainment"] < 1 or pr["verdict"] == "pass", pr
         # As an interrupt during the last probe leaves it: the search not final, the last cell interrupted.
         with Store(db) as st:
             st.query("UPDATE slo_searches SET status = 'interrupted' WHERE run_id = ?", [rid])
@@ -134,17 +155,27 @@ def test_an_over_capacity_probe_bounds_a_concurrency_search_from_above():
     assert set(sent) == {1, 2, 4, 5}  # the server's record: no request of N = 8 or 6 was ever sent
 
 
-def test_a_probe_the_client_cannot_deliver_stops_the_search_with_the_reason():
-    """An in-flight cap of 1 at 40/s: the first probe is client_bound — neither a pass nor a fail."""
-    search = {"slo": "tpot_p90_ms=1000", "over": "rate", "context": 256, "start": 40, "max_in_flight": 1, "duration_s": 1}
+def test_a_probe_the_client_cannot_deliver_stops_the_search_exit_3_with_the_reason_last(tmp_path):
+    """An in-flight cap of 1 at 40/s: the first probe is client_bound — neither a pass nor a fail. The search stops
+    without an answer, so the run is ``stopped`` (not ``completed``) and the command exits 3 with the reason as its
+    last line (issue 27 item 4): a script can tell it found nothing."""
+    db = tmp_path / "stopped.duckdb"
     with sim_server() as sim:
-        result = run_matrix({"kind": "openai", "base_url": sim.base_url}, matrix={"contexts": [256], "concurrency": [], "max_output": 16},
-                            config={"search": search})  # fmt: skip
-    assert result.status == "completed", result.error
-    (s,) = result.query("SELECT * FROM slo_search WHERE run_id = ?", [result.run_id])
+        out = run_cli("search", "--base-url", sim.base_url, "--slo", "tpot_p90_ms=1000", "--over", "rate", "--context", "256",
+                      "--start", "40", "--max-in-flight", "1", "--load-duration", "1", "--max-output", "16", "--db", str(db))  # fmt: skip
+        # resume finds nothing to do (without --retry-errors) and keeps saying so: still stopped, still exit 3
+        again = run_cli("resume", rows(db, "SELECT run_id FROM runs", [])[0]["run_id"], "--db", str(db))
+    assert out.returncode == 3, out.stderr + out.stdout
+    last = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()][-1]
+    assert last.startswith("SLO search stopped without an answer: probe 0 at 40/s is client_bound") and "schedule lag p99" in last, last
+    (s,) = rows(db, "SELECT * FROM slo_search", [])
     assert s["status"] == "stopped" and s["highest_pass"] is None and s["lowest_fail"] is None and s["probes"] == 1
     assert "client_bound" in s["reason"] and "schedule lag p99" in s["reason"]
-    (p,) = result.query("SELECT * FROM slo_search_probes WHERE run_id = ?", [result.run_id])
+    (run,) = rows(db, "SELECT status, error FROM runs", [])
+    assert run["status"] == "stopped" and run["error"] == f"SLO search stopped without an answer: {s['reason']}"
+    (p,) = rows(db, "SELECT * FROM slo_search_probes", [])
     assert p["verdict"] == "stop" and p["meets"] is None and p["status"] == "client_bound"
-    (point,) = result.query("SELECT status FROM points WHERE run_id = ?", [result.run_id])
+    (point,) = rows(db, "SELECT status FROM points", [])
     assert point["status"] == "client_bound"
+    assert again.returncode == 3, again.stderr + again.stdout
+    assert rows(db, "SELECT status FROM runs", [])[0]["status"] == "stopped"

@@ -196,7 +196,7 @@ def _search_tables(r: SloReport, many_runs: bool) -> list[SloTable]:
     notes = "; ".join(f"{s['run_id'] + ': ' if many_runs else ''}{s['reason']}" for s in r.search if s.get("reason"))
     starts = "; ".join(f"start {_load(s['start'], s['over'])} ({s['start_source']})" for s in r.search if s.get("start") is not None)
     answer = SloTable(
-        "SLO search", "the highest load that met the SLO and the lowest that did not, narrowed to the resolution"
+        "SLO search", "the highest load that met the SLO and the lowest that did not (rate: as delivered), narrowed to the resolution"
         + (f"; {starts}" if starts else "") + (f"; {notes}" if notes else ""),
         [*(["Run"] if many_runs else []), "SLO", "Over", "Context", "Highest pass", "Lowest fail", "Resolution", "Probes", "Status"],
         rows, ("l" if many_runs else "") + "lllrrrrl",
@@ -209,9 +209,9 @@ def _search_tables(r: SloReport, many_runs: bool) -> list[SloTable]:
                            achieved, p["status"] or DASH, fmt_share(p["attainment"]), fmt_ms(p["ttft_p99_ms"]), fmt_ms(p["tpot_p99_ms"]),
                            fmt_tps(p["output_tps"]), p["verdict"] or DASH])  # fmt: skip
     probes = SloTable(
-        "SLO search probes", "every probe in order, stored as an open-loop point (rate) or a decode cell (concurrency); achieved: "
-        "requests/s sent, or mean requests in flight; TPOT p99: per request (rate) or per token gap (concurrency); a probe "
-        "that is not valid stops the search (verdict stop)",
+        "SLO search probes", "every probe in order, stored as an open-loop point (rate) or a decode cell (concurrency); load: "
+        "asked; achieved: requests/s delivered (the rate a rate probe counts at), or mean requests in flight; TPOT p99: per "
+        "request, over the judged requests the verdict used; a probe that is not valid stops the search (verdict stop)",
         [*(["Run"] if many_runs else []), "Probe", "Step", "Load", "Achieved", "Status", "Attainment", "TTFT p99", "TPOT p99",
          "tok/s", "Verdict"],
         probe_rows, ("l" if many_runs else "") + "rlrrlrrrrl",

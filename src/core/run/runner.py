@@ -30,7 +30,7 @@ from infermatrix.core.run.matrix import MatrixRun
 from infermatrix.core.run.points import pending_points, plan_lines, run_points
 from infermatrix.core.run.sessions import run_sessions
 from infermatrix.core.store.workload_store import pass_done
-from infermatrix.core.run.search import run_search, search_pending
+from infermatrix.core.run.search import run_search, search_pending, search_stopped
 from infermatrix.core.wallclock import PhaseClock, add_totals
 from rich.console import Console
 
@@ -40,7 +40,7 @@ __all__ = ["RunOutcome", "execute_run", "WatchedTransport"]
 @dataclass
 class RunOutcome:
     run_id: str | None
-    status: str  # completed | interrupted | failed
+    status: str  # completed | stopped (its SLO search found no answer; error: why) | interrupted | failed
     error: str | None = None
     cells: dict[str, int] = field(default_factory=dict)
     hard_stop: bool = False  # a second signal: the engine was killed, the run stopped at once
@@ -102,14 +102,14 @@ async def execute_run(
                 run_id, engine, todo = await _open_run(pm, cfg, store, client, run_id, retry_errors, new_run_id_as)
                 outcome.run_id = run_id
                 if todo is None or engine is None:
-                    outcome.status, outcome.nothing_to_do = "completed", True
-                    return outcome
+                    outcome.nothing_to_do = True
+                    return _ended(outcome, store, cfg, False)
                 created = True
                 outcome.status = "failed"
                 matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells, plan=plan_lines(cfg))
                 await matrix_run.run(todo)
                 await _after_matrix(matrix_run, store, run_id, cfg, retry_errors)
-            outcome.status = "interrupted" if work.cancelled_caught else "completed"
+            _ended(outcome, store, cfg, work.cancelled_caught)
         except (EngineError, StoreError) as exc:  # the engine failed; or a result could not be saved (a full disk): resumable
             if isinstance(exc, StoreError) and not created:
                 raise
@@ -155,6 +155,15 @@ async def execute_run(
     return outcome
 
 
+def _ended(outcome: RunOutcome, store: Store, cfg: RunConfig, cancelled: bool) -> RunOutcome:
+    """The status of a run whose work ended: interrupted, ``stopped`` (its SLO search stopped without an answer, the
+    reason in ``error``: exit code 3, docs/load.md "Search"), or completed."""
+    stopped = None if cancelled or outcome.run_id is None else search_stopped(store, outcome.run_id, cfg)
+    outcome.status = "interrupted" if cancelled else "stopped" if stopped else "completed"
+    outcome.error = stopped or outcome.error
+    return outcome
+
+
 async def _open_run(
     pm: pluggy.PluginManager, cfg: RunConfig, store: Store, client: httpx.AsyncClient, run_id: str | None, retry_errors: bool,
     new_run_id_as: str | None = None,
@@ -182,8 +191,9 @@ async def _open_run(
         pass_pending = workload_name(m, cfg.workload) is not None and not pass_done(store, run_id, retry_errors)
         pending = pending_points(store, run_id, cfg, retry_errors) or search_pending(store, run_id, cfg, retry_errors) or pass_pending
         if not todo[0] and not todo[1] and not pending:
-            if (store.get_run(run_id) or {}).get("status") != "completed":
-                store.finish_run(run_id, "completed")
+            stopped = search_stopped(store, run_id, cfg)
+            if (store.get_run(run_id) or {}).get("status") != ("stopped" if stopped else "completed"):
+                store.finish_run(run_id, "stopped" if stopped else "completed", error=stopped)
             return run_id, None, None
         new = False
     else:

@@ -30,7 +30,7 @@ from infermatrix.core.store import Store
 from infermatrix.core.store.slo_search import save_probe, save_search, stored_probes, stored_search
 from infermatrix.core.store.slo_store import save_slos
 
-__all__ = ["check_search", "search_pending", "run_search", "search_context", "FINAL_SEARCH"]
+__all__ = ["check_search", "search_pending", "run_search", "search_context", "search_stopped", "FINAL_SEARCH"]
 
 FINAL_SEARCH = ("found", "max_reached", "none_passed", "too_many_probes", "stopped")
 
@@ -61,6 +61,17 @@ def search_pending(store: Store, run_id: str, cfg: RunConfig, retry_errors: bool
         return False
     row = stored_search(store, run_id)
     return row is None or row["status"] not in FINAL_SEARCH or (retry_errors and row["status"] == "stopped")
+
+
+def search_stopped(store: Store, run_id: str, cfg: RunConfig) -> str | None:
+    """Why the run's search stopped without an answer (status ``stopped``), else None. Such a run ends ``stopped``
+    (exit code 3, not 0): a script must be able to tell that the search it asked for found nothing."""
+    if getattr(cfg, "search", None) is None:
+        return None
+    row = stored_search(store, run_id)
+    if row is None or row["status"] != "stopped":
+        return None
+    return f"SLO search stopped without an answer: {row['reason'] or 'no reason stored'}"
 
 
 def _now() -> dt.datetime:
@@ -107,11 +118,11 @@ class _Search:
         while (nxt := search.next_step()) is not None:
             load, step = nxt
             progress.total = probe + 1
-            verdict, reason = await self._probe(progress, probe, load, step)
+            verdict, reason, delivered = await self._probe(progress, probe, load, step)
             if verdict == "stop":
                 self.row.update(highest_pass=search.lo, lowest_fail=search.hi)
                 return self._finish("stopped", reason)
-            search.record(load, verdict == "pass", step)
+            search.record(load, verdict == "pass", step, delivered)
             self.row.update(highest_pass=search.lo, lowest_fail=search.hi)
             save_search(mr.store, mr.run_id, self.row)
             probe += 1
@@ -152,11 +163,14 @@ class _Search:
             cell = _one(mr.store, sql, [mr.run_id, self.ctx, n])
         return cell
 
-    async def _probe(self, progress: RunProgress, probe: int, load: float, step: str) -> tuple[str, str | None]:
-        """Measure (or reuse) one probe, judge it, store it; returns (verdict, reason)."""
+    async def _probe(self, progress: RunProgress, probe: int, load: float, step: str) -> tuple[str, str | None, float | None]:
+        """Measure (or reuse) one probe, judge it, store it; returns (verdict, reason, the load it counts at).
+
+        A rate probe counts at the rate it delivered (``achieved``: requests sent over its duration), not the one
+        asked for: a draw, or a client, that sent 13/s is evidence about 13/s (docs/load.md, "Search")."""
         old = self.stored.get(probe)
         if old is not None and old["load"] == load and old["verdict"] in ("pass", "fail"):
-            return old["verdict"], old["reason"]
+            return old["verdict"], old["reason"], self._counted(old)
         row: dict[str, Any] = {"probe": probe, "step": step, "load": load, "context_tokens": self.ctx}
         if self.sc.over == "rate":
             row["point"] = self.base + probe
@@ -177,7 +191,11 @@ class _Search:
         else:
             row["verdict"], row["reason"] = ("pass" if row["meets"] else "fail"), None
         save_probe(self.mr.store, self.mr.run_id, row)
-        return row["verdict"], row["reason"]
+        return row["verdict"], row["reason"], self._counted(row)
+
+    def _counted(self, row: dict[str, Any]) -> float | None:
+        """The delivered load of a rate probe that ran (None: counted at the load asked, as a concurrency probe)."""
+        return row.get("achieved") if self.sc.over == "rate" and row.get("status") == "valid" else None
 
     async def _rate_probe(self, progress: RunProgress, point: int, rate: float) -> dict[str, Any]:
         mr, sc = self.mr, self.sc
@@ -196,9 +214,8 @@ class _Search:
         mr = self.mr
         cell = await self._cell(progress, n) or {"status": "error", "reason": "the cell was not stored"}
         out = {"status": cell["status"], "reason": cell.get("reason")}
-        j = _one(mr.store, "SELECT s.meets, s.attainment, d.total_tps, d.avg_active, "
-                 "latency_at(s.run_id, s.context_tokens, s.concurrency, 'ttft', 99) AS ttft_p99_ms, "
-                 "latency_at(s.run_id, s.context_tokens, s.concurrency, 'tbt', 99) AS tpot_p99_ms "
+        # The figures stored with the probe are those its verdict was judged on: the cell's judged requests (slo_cells).
+        j = _one(mr.store, "SELECT s.meets, s.attainment, s.ttft_p99_ms, s.tpot_p99_ms, d.total_tps, d.avg_active "
                  "FROM slo_cells s JOIN decode_matrix d ON d.run_id = s.run_id AND d.context_tokens = s.context_tokens "
                  "AND d.concurrency = s.concurrency WHERE s.run_id = ? AND s.slo = ? AND s.context_tokens = ? AND s.concurrency = ?",
                  [mr.run_id, self.spec.name, self.ctx, n])  # fmt: skip
@@ -209,6 +226,8 @@ class _Search:
 
 
 def _outcome_reason(search: Bisection, s: _Search) -> str | None:
+    if search.note is not None and search.outcome in ("found", "stopped"):
+        return search.note
     if search.outcome == "max_reached":
         return f"the stated maximum {s.unit(search.max_load or 0)} meets the SLO"
     if search.outcome == "none_passed":

@@ -147,17 +147,20 @@ def summary_table(store: Store, entries: list[SweepEntry], show_node: bool) -> T
         note = (e.error or "").splitlines()[0][:160] if e.error else ""
         if e.in_db and e.status != "completed":
             note = (note + " · " if note else "") + f"resume: infermatrix resume {e.run_id} --db {store.path}"
-        style = {"completed": "green", "interrupted": "yellow", NOT_STARTED: "dim"}.get(e.status, "red")
+        style = {"completed": "green", "stopped": "yellow", "interrupted": "yellow", NOT_STARTED: "dim"}.get(e.status, "red")
         table.add_row(shown_path(e.source), e.run_id if e.in_db else f"({e.run_id})", f"[{style}]{e.status}[/]", cells,
                       *([e.node or "—"] if show_node else []), note)  # fmt: skip
     return table
 
 
 def sweep_exit_code(entries: list[SweepEntry]) -> int:
-    """0 every run completed; 130 the sweep was interrupted; 1 a run failed or was lost."""
+    """0 every run completed; 3 every run ended, but a run's SLO search stopped without an answer (run status
+    ``stopped``); 130 the sweep was interrupted; 1 a run failed or was lost."""
     statuses = {e.status for e in entries}
     if statuses <= {"completed"}:
         return 0
+    if statuses <= {"completed", "stopped"}:
+        return 3
     if "interrupted" in statuses or (NOT_STARTED in statuses and not statuses & {"failed", LOST}):
         return 130
     return 1

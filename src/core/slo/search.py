@@ -8,6 +8,11 @@ Double from the start until a probe fails (or the stated maximum passes); if the
 until one passes (or the floor is reached); then bisect the interval (highest pass, lowest fail) until it is
 within the resolution. Concurrency is an integer: its midpoints are rounded down and an interval of 1 is
 always final.
+
+A probe counts at the load it *delivered* when that differs from the one asked for (a rate probe's achieved rate:
+a Poisson draw of 16/s over a few seconds may hold 13/s of requests, and that is what the engine saw). The bounds
+are delivered loads, and the next load is asked from them. A probe that cannot narrow the interval (it delivered
+a load outside it) ends the search with what it has, saying why (``note``), instead of asking the same load again.
 """
 
 from __future__ import annotations
@@ -68,8 +73,14 @@ class Bisection:
     max_load: float | None = None
     lo: float | None = None  # highest load that met the SLO
     hi: float | None = None  # lowest load that did not
-    outcome: str | None = None  # found | max_reached | none_passed | too_many_probes (None: still searching)
-    probes: list[tuple[float, bool, str]] = field(default_factory=list)  # (load, passed, step)
+    outcome: str | None = None  # found | max_reached | none_passed | too_many_probes | stopped (None: still searching)
+    probes: list[tuple[float, bool, str]] = field(default_factory=list)  # (load counted: the delivered one, passed, step)
+    note: str | None = None  # why the search ended short of its resolution (a probe that could not narrow it, crossed verdicts)
+    _max_passed: bool = field(default=False, init=False, repr=False)
+    _stuck: bool = field(default=False, init=False, repr=False)
+
+    def unit(self, x: float) -> str:
+        return f"{x:.4g}/s" if self.over == "rate" else f"N = {x:g}"
 
     def _load(self, x: float) -> float:
         if self.over == "concurrency":
@@ -79,6 +90,9 @@ class Bisection:
     def next_step(self) -> tuple[float, str] | None:
         """(load, step) to probe next — step: start | double | halve | bisect | max — or None when done."""
         if self.outcome is not None:
+            return None
+        if self._stuck:  # the last probe moved neither bound: asking again would ask the same load
+            self.outcome = "found" if self.lo is not None and self.hi is not None else "stopped"
             return None
         if len(self.probes) >= MAX_PROBES:
             self.outcome = "too_many_probes"
@@ -90,7 +104,7 @@ class Bisection:
             assert lo is not None
             nxt = self._load(lo * 2)
             if self.max_load is not None and nxt >= self.max_load:
-                if lo >= self.max_load:
+                if self._max_passed or lo >= self.max_load:
                     self.outcome = "max_reached"
                     return None
                 return self._load(self.max_load), "max"
@@ -110,9 +124,23 @@ class Bisection:
             return None
         return mid, "bisect"
 
-    def record(self, load: float, passed: bool, step: str) -> None:
-        self.probes.append((load, passed, step))
+    def record(self, load: float, passed: bool, step: str, delivered: float | None = None) -> None:
+        """The verdict of the probe asked at ``load``, counted at ``delivered`` when given (what the probe sent)."""
+        at = load if delivered is None else delivered
+        before = (self.lo, self.hi)
+        self.probes.append((at, passed, step))
+        self._max_passed |= passed and step == "max"
         if passed:
-            self.lo = load if self.lo is None else max(self.lo, load)
+            self.lo = at if self.lo is None else max(self.lo, at)
         else:
-            self.hi = load if self.hi is None else min(self.hi, load)
+            self.hi = at if self.hi is None else min(self.hi, at)
+        word = "passed" if passed else "failed"
+        if self.lo is not None and self.hi is not None and self.lo >= self.hi:
+            self.note = (f"the verdicts cross: a pass at {self.unit(self.lo)} is not below a fail at {self.unit(self.hi)} (the SLO's boundary "
+                         "lies within the probes' noise)")  # fmt: skip
+        elif (self.lo, self.hi) == before and not self._max_passed:
+            self._stuck = True
+            self.note = (
+                f"the probe asked at {self.unit(load)} delivered {self.unit(at)} and {word}, which narrows nothing: the interval is as "
+                "narrow as probes of this length can make it (a longer probe duration or constant arrivals go finer)"
+            )

@@ -20,7 +20,8 @@ RUN_COLUMNS = (
 )
 RUN_JSON_COLUMNS = frozenset({"hardware", "engine_extra", "config", "capacity_detail", "engine_metrics", "phase_seconds"})
 RUN_TIME_COLUMNS = frozenset({"started_at", "finished_at", "imported_at"})
-RUN_STATUSES = ("running", "completed", "interrupted", "failed", "imported")
+# stopped: the run ended, but its SLO search stopped without an answer (runs.error says why; exit code 3).
+RUN_STATUSES = ("running", "completed", "stopped", "interrupted", "failed", "imported")
 
 
 def new_run_id() -> str:

@@ -3,10 +3,13 @@
 --
 -- Contract views (DESIGN.md §7): slo_cells, slo_capacity, frontier.
 -- Helper views (not contract): request_latencies, slo_requests, run_gpus, cell_engine_stats.
+-- Macros: slo_request_verdicts(), slo_verdicts() -- the one SLO judgement, also of open-loop points (slo_search.sql).
 
 -- Every request of a valid cell that the SLO judges: it ended inside the cell's window and was not closed
 -- by the client at the window's end (cancelled). A failed request is judged (and is not good).
 -- tpot_ms and tps are NULL for a request with fewer than 2 output tokens: it is judged on the rest.
+-- After the columns above, those slo_verdicts() reads of every population: point (NULL: a cell's request) and
+-- finished (outcome ok with a finish reason).
 CREATE OR REPLACE VIEW request_latencies AS
 SELECT
     q.run_id, q.context_tokens, q.concurrency, q.request_no, q.outcome, q.finish_reason, q.output_tokens,
@@ -15,18 +18,25 @@ SELECT
          THEN (q.ended - q.first_token) * 1000.0 / (q.output_tokens - 1) END AS tpot_ms,
     (q.ended - q.sent) * 1000.0 AS e2e_ms,
     CASE WHEN q.output_tokens > 1 AND q.ended > q.first_token
-         THEN (q.output_tokens - 1) / (q.ended - q.first_token) END AS tps
+         THEN (q.output_tokens - 1) / (q.ended - q.first_token) END AS tps,
+    NULL::INTEGER AS point,
+    q.outcome = 'ok' AND q.finish_reason IS NOT NULL AS finished
 FROM requests q
 JOIN cells c ON c.run_id = q.run_id AND c.context_tokens = q.context_tokens AND c.concurrency = q.concurrency
 WHERE c.status = 'valid' AND q.outcome <> 'cancelled' AND q.ended IS NOT NULL
   AND q.ended >= c.window_start AND q.ended <= c.window_end;
 
--- One row per (SLO, judged request): good when it finished (outcome ok, a finish reason) and meets every limit
--- of the SLO; per_request_ok: it meets every limit that has no percentile (those must hold for every request).
-CREATE OR REPLACE VIEW slo_requests AS
+-- THE SLO judgement (docs/slo.md, docs/metrics.md "SLOs"), one definition for decode cells (slo_cells, over
+-- request_latencies) and open-loop points (slo_points in slo_search.sql, over point_latencies). `population`
+-- names a view of judged requests with the columns run_id, context_tokens, concurrency, point, request_no,
+-- finished, output_tokens, ttft_ms, tpot_ms, e2e_ms, tps; a cell is (context_tokens, concurrency) with point NULL,
+-- a point the other way round.
+--
+-- Per (SLO, judged request): good when it finished and meets every limit of the SLO, whatever the limit's
+-- percentile; per_request_ok when it meets every limit without a percentile (those hold for every request).
+CREATE OR REPLACE MACRO slo_request_verdicts(population) AS TABLE
 WITH judged AS (
-    SELECT l.run_id, l.slo, r.context_tokens, r.concurrency, r.request_no, r.output_tokens,
-           r.outcome = 'ok' AND r.finish_reason IS NOT NULL AS finished,
+    SELECT l.run_id, l.slo, r.context_tokens, r.concurrency, r.point, r.request_no, r.output_tokens, r.finished,
            l.percentile,
            CASE l.metric
                WHEN 'ttft_ms' THEN coalesce(r.ttft_ms <= l.limit_value, false)
@@ -35,62 +45,94 @@ WITH judged AS (
                WHEN 'tps' THEN coalesce(r.tps >= l.limit_value, true)
            END AS ok
     FROM slo_limits l
-    JOIN request_latencies r ON r.run_id = l.run_id
+    JOIN query_table(population) r ON r.run_id = l.run_id
     WHERE l.metric <> 'attainment'
 )
-SELECT run_id, slo, context_tokens, concurrency, request_no, any_value(output_tokens) AS output_tokens,
+SELECT run_id, slo, context_tokens, concurrency, point, request_no, any_value(output_tokens) AS output_tokens,
        bool_and(finished) AND bool_and(ok) AS good,
        coalesce(bool_and(ok) FILTER (WHERE percentile IS NULL), true) AS per_request_ok
 FROM judged
-GROUP BY run_id, slo, context_tokens, concurrency, request_no;
+GROUP BY run_id, slo, context_tokens, concurrency, point, request_no;
 
--- Per valid cell and SLO: attainment (good / judged requests) with its 95 % Wilson score interval, request
--- and token goodput (good requests, and their output tokens, per second of the window), and whether the cell
--- meets the SLO: every percentile limit holds on the cell's stored histograms (ttft; tpot and tps on tbt;
--- e2e), and attainment >= the goal when one is set; without a goal, every limit without a percentile holds
--- for every judged request.
--- meets is NULL when a limit cannot be judged (no requests, an empty histogram) and none fails.
-CREATE OR REPLACE VIEW slo_cells AS
-WITH slos AS (
-    SELECT DISTINCT run_id, slo FROM slo_limits
-), cells_slo AS (
-    SELECT s.run_id, s.slo, d.context_label, d.context_tokens, d.concurrency, d.measured_s
-    FROM slos s JOIN decode_matrix d ON d.run_id = s.run_id
-    WHERE d.status = 'valid'
-), counts AS (
-    SELECT run_id, slo, context_tokens, concurrency,
+-- Per (SLO, cell or point) with judged requests: the counts, and whether it meets the SLO. A percentile limit
+-- is the nearest-rank percentile (the value at rank ceil(P/100 x n)) over the SAME judged requests, those that
+-- finished: TTFT, e2e and TPOT = (last token - first token) / (output tokens - 1), per request (docs/slo.md)
+-- (one-token requests have none); tps_p<P>_min asks that P % of them reach the rate (ranked fastest first). So a
+-- cell or point whose judged requests are all good cannot fail a percentile limit: each value is within it.
+-- meets: false when a percentile limit fails, or attainment is below the goal (with one), or (without one) a
+-- limit without a percentile fails for some request; NULL when a percentile has no value to judge; else true.
+-- Also its TTFT p99 and TPOT p50/p99 over the same requests (what the search stores with each probe).
+CREATE OR REPLACE MACRO slo_verdicts(population) AS TABLE
+WITH counts AS (
+    SELECT run_id, slo, context_tokens, concurrency, point,
            count(*) AS judged, count(*) FILTER (WHERE good) AS good,
            coalesce(sum(output_tokens) FILTER (WHERE good), 0) AS good_tokens,
            bool_and(per_request_ok) AS per_request_ok
-    FROM slo_requests GROUP BY ALL
+    FROM slo_request_verdicts(population) GROUP BY ALL
+), lists AS (  -- every unit with a judged request has a row here, even when none finished (empty lists: unknown)
+    SELECT run_id, context_tokens, concurrency, point,
+           list_sort(list(ttft_ms) FILTER (WHERE finished AND ttft_ms IS NOT NULL)) AS ttft,
+           list_sort(list(tpot_ms) FILTER (WHERE finished AND tpot_ms IS NOT NULL)) AS tpot,
+           list_sort(list(e2e_ms) FILTER (WHERE finished AND e2e_ms IS NOT NULL)) AS e2e,
+           list_reverse_sort(list(tps) FILTER (WHERE finished AND tps IS NOT NULL)) AS tps
+    FROM query_table(population) GROUP BY ALL
 ), pct AS (
-    SELECT c.run_id, c.slo, c.context_tokens, c.concurrency,
+    SELECT run_id, slo, context_tokens, concurrency, point,
            count(*) FILTER (WHERE NOT ok) AS failed, count(*) FILTER (WHERE ok IS NULL) AS unknown
     FROM (
-        SELECT x.run_id, x.slo, x.context_tokens, x.concurrency,
+        SELECT x.run_id, l.slo, x.context_tokens, x.concurrency, x.point,
                CASE l.metric
-                   WHEN 'ttft_ms' THEN latency_at(x.run_id, x.context_tokens, x.concurrency, 'ttft', l.percentile) <= l.limit_value
-                   WHEN 'tpot_ms' THEN latency_at(x.run_id, x.context_tokens, x.concurrency, 'tbt', l.percentile) <= l.limit_value
-                   WHEN 'e2e_ms' THEN latency_at(x.run_id, x.context_tokens, x.concurrency, 'e2e', l.percentile) <= l.limit_value
-                   WHEN 'tps' THEN latency_at(x.run_id, x.context_tokens, x.concurrency, 'tbt', l.percentile) <= 1000.0 / l.limit_value
-               END AS ok
-        FROM cells_slo x
-        JOIN slo_limits l ON l.run_id = x.run_id AND l.slo = x.slo
+                   WHEN 'ttft_ms' THEN x.ttft[greatest(1, ceil(l.percentile / 100.0 * len(x.ttft)))::INTEGER] <= l.limit_value
+                   WHEN 'tpot_ms' THEN x.tpot[greatest(1, ceil(l.percentile / 100.0 * len(x.tpot)))::INTEGER] <= l.limit_value
+                   WHEN 'e2e_ms' THEN x.e2e[greatest(1, ceil(l.percentile / 100.0 * len(x.e2e)))::INTEGER] <= l.limit_value
+                   WHEN 'tps' THEN x.tps[greatest(1, ceil(l.percentile / 100.0 * len(x.tps)))::INTEGER] >= l.limit_value
+               END AS ok  -- NULL for an empty list (indexing past the end)
+        FROM lists x JOIN slo_limits l ON l.run_id = x.run_id
         WHERE l.percentile IS NOT NULL AND l.metric <> 'attainment'
-    ) c
-    GROUP BY ALL
-), goal AS (
-    SELECT run_id, slo, max(limit_value) AS attainment_goal FROM slo_limits WHERE metric = 'attainment' GROUP BY ALL
-), wilson AS (
-    SELECT x.*, n.judged, n.good, n.good_tokens, n.per_request_ok,
-           n.good::DOUBLE / n.judged AS p, 1.959963984540054 AS z,
-           pc.failed, pc.unknown, g.attainment_goal,
-           EXISTS (SELECT 1 FROM slo_limits l WHERE l.run_id = x.run_id AND l.slo = x.slo
-                   AND l.percentile IS NULL AND l.metric <> 'attainment') AS has_per_request
-    FROM cells_slo x
-    LEFT JOIN counts n ON n.run_id = x.run_id AND n.slo = x.slo AND n.context_tokens = x.context_tokens AND n.concurrency = x.concurrency
-    LEFT JOIN pct pc ON pc.run_id = x.run_id AND pc.slo = x.slo AND pc.context_tokens = x.context_tokens AND pc.concurrency = x.concurrency
-    LEFT JOIN goal g ON g.run_id = x.run_id AND g.slo = x.slo
+    ) GROUP BY ALL
+), rules AS (
+    SELECT run_id, slo, max(limit_value) FILTER (WHERE metric = 'attainment') AS attainment_goal,
+           bool_or(percentile IS NULL AND metric <> 'attainment') AS has_per_request
+    FROM slo_limits GROUP BY ALL
+)
+SELECT n.run_id, n.slo, n.context_tokens, n.concurrency, n.point, n.judged, n.good, n.good_tokens,
+       CASE
+           WHEN coalesce(pc.failed, 0) > 0 THEN false
+           WHEN g.attainment_goal IS NOT NULL AND n.good::DOUBLE / n.judged < g.attainment_goal THEN false
+           WHEN g.attainment_goal IS NULL AND g.has_per_request AND NOT n.per_request_ok THEN false
+           WHEN coalesce(pc.unknown, 0) > 0 THEN NULL
+           ELSE true
+       END AS meets,
+       x.ttft[greatest(1, ceil(0.99 * len(x.ttft)))::INTEGER] AS ttft_p99_ms,
+       x.tpot[greatest(1, ceil(0.5 * len(x.tpot)))::INTEGER] AS tpot_p50_ms,
+       x.tpot[greatest(1, ceil(0.99 * len(x.tpot)))::INTEGER] AS tpot_p99_ms
+FROM counts n
+JOIN rules g ON g.run_id = n.run_id AND g.slo = n.slo
+JOIN lists x ON x.run_id = n.run_id AND x.context_tokens IS NOT DISTINCT FROM n.context_tokens
+    AND x.concurrency IS NOT DISTINCT FROM n.concurrency AND x.point IS NOT DISTINCT FROM n.point
+LEFT JOIN pct pc ON pc.run_id = n.run_id AND pc.slo = n.slo AND pc.context_tokens IS NOT DISTINCT FROM n.context_tokens
+    AND pc.concurrency IS NOT DISTINCT FROM n.concurrency AND pc.point IS NOT DISTINCT FROM n.point;
+
+-- One row per (SLO, judged request of a cell) (helper view; the judgement itself is slo_request_verdicts()).
+CREATE OR REPLACE VIEW slo_requests AS
+SELECT run_id, slo, context_tokens, concurrency, request_no, output_tokens, good, per_request_ok
+FROM slo_request_verdicts('request_latencies');
+
+-- Per valid cell and SLO: attainment (good / judged requests) with its 95 % Wilson score interval, request
+-- and token goodput (good requests, and their output tokens, per second of the window), and whether the cell
+-- meets the SLO (slo_verdicts(): every limit judged on the cell's judged requests, percentiles included).
+-- meets is NULL when a limit cannot be judged (no judged requests: an imported page keeps none) and none fails.
+-- After the contract columns: the counts behind the shares, the cell's tokens, and the TTFT p99 and TPOT p50/p99
+-- over its judged requests (the figures a percentile limit is judged on).
+CREATE OR REPLACE VIEW slo_cells AS
+WITH wilson AS (
+    SELECT d.run_id, s.slo, d.context_label, d.context_tokens, d.concurrency, d.measured_s,
+           v.judged, v.good, v.good_tokens, v.meets, v.ttft_p99_ms, v.tpot_p50_ms, v.tpot_p99_ms,
+           v.good::DOUBLE / v.judged AS p, 1.959963984540054 AS z
+    FROM (SELECT DISTINCT run_id, slo FROM slo_limits) s
+    JOIN decode_matrix d ON d.run_id = s.run_id AND d.status = 'valid'
+    LEFT JOIN slo_verdicts('request_latencies') v ON v.run_id = d.run_id AND v.slo = s.slo
+        AND v.context_tokens = d.context_tokens AND v.concurrency = d.concurrency
 )
 SELECT
     run_id, slo, context_label, concurrency,
@@ -100,16 +142,10 @@ SELECT
     -- NULL when no request was judged (an imported page keeps no request records)
     CASE WHEN judged IS NOT NULL THEN good / measured_s END AS request_goodput,
     CASE WHEN judged IS NOT NULL THEN good_tokens / measured_s END AS token_goodput,
-    CASE
-        WHEN coalesce(failed, 0) > 0 THEN false
-        WHEN attainment_goal IS NOT NULL AND p IS NOT NULL AND p < attainment_goal THEN false
-        WHEN attainment_goal IS NULL AND has_per_request AND judged IS NOT NULL AND NOT per_request_ok THEN false
-        WHEN coalesce(unknown, 0) > 0 THEN NULL
-        WHEN (has_per_request OR attainment_goal IS NOT NULL) AND judged IS NULL THEN NULL
-        ELSE true
-    END AS meets,
-    -- after the contract columns: the counts behind the shares, and the cell's tokens
-    context_tokens, coalesce(judged, 0) AS judged_requests, coalesce(good, 0) AS good_requests
+    meets,
+    -- after the contract columns: the counts behind the shares, the cell's tokens, the judged requests' percentiles
+    context_tokens, coalesce(judged, 0) AS judged_requests, coalesce(good, 0) AS good_requests,
+    ttft_p99_ms, tpot_p50_ms, tpot_p99_ms
 FROM wilson
 ORDER BY run_id, slo, context_tokens, concurrency;
 
