@@ -23,7 +23,10 @@ __all__ = ["SCHEMA_VERSION", "MEMORY", "connect", "apply_schema", "check_schema"
 # v5: SLOs and costs as data (slo_limits, run_costs, prefill.engine_counters) and slo_views.sql: slo_cells,
 #     slo_capacity, frontier, cell_engine_stats (docs/slo.md).
 # v6: run_gpus takes a report's own GPU-hour price (session variable infermatrix_gpu_hour_usd) and says where
-#     its price came from (gpu_hour_source, stored_gpu_hour_usd): a read-only open of a v5 file re-creates the view.
+#     its price came from (gpu_hour_source, stored_gpu_hour_usd): a read-only open of a v5 file re-creates the view;
+#     one SLO judgement (macros slo_request_verdicts / slo_verdicts) for slo_cells and slo_points, percentile limits
+#     on the judged requests' own TPOT (slo_cells gains ttft_p99_ms, tpot_p50_ms, tpot_p99_ms; slo_points
+#     achieved_rate); runs.status 'stopped' (issue 27).
 SCHEMA_VERSION = 6
 MEMORY = ":memory:"
 
