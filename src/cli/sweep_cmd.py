@@ -8,7 +8,7 @@ import sys
 import click
 from rich.console import Console
 
-from infermatrix.cli.common import DEFAULT_DB, EXIT_INTERRUPTED, OneLineErrors, fail, number_option, open_store
+from infermatrix.cli.common import DEFAULT_DB, EXIT_INTERRUPTED, OneLineErrors, fail, number_option, open_store, out_console
 from infermatrix.cli.slo_opts import attach_slos_after_run, parse_slo_flags, slo_options
 
 
@@ -98,8 +98,9 @@ def _run(pm, configs, store, use_ray: bool, address, gpus: float, resource, node
     specs, price = slos  # each config's own [slo] is stored already
     attach_slos_after_run(store, [e.run_id for e in entries if e.in_db], specs, price, err)
     code = sweep_exit_code(entries)
-    Console().print(summary_table(store, entries, show_node=use_ray))
-    Console().print(f"database: {store.path}", highlight=False)
+    out = out_console()  # off a terminal every path, run id and note prints whole
+    out.print(summary_table(store, entries, show_node=use_ray))
+    out.print(f"database: {store.path}", highlight=False)
     store.close()
     if code:
         sys.exit(EXIT_INTERRUPTED if code == 130 else code)
