@@ -13,7 +13,8 @@ from imxtest import ROOT, processes_mentioning
 
 from infermatrix.core.config import ConfigError
 from infermatrix.core.measure.stagger import first_max_tokens
-from infermatrix.core.registry import make_workload, validate_config
+from infermatrix.core.registry import validate_config
+from infermatrix.core.workloads import make_workload
 from infermatrix.plugin import hookimpl
 from infermatrix.testing import plugin_manager, run_matrix, sim_server
 
@@ -128,7 +129,7 @@ def test_local_tokenizer_sizes_prompts_without_tokenize(tiny_model):
 
 
 def _second_workload(calls: list[str]) -> types.ModuleType:
-    from infermatrix.plugins.workload import PromptBuilder
+    from infermatrix.plugin import PromptBuilder
 
     mod = types.ModuleType("keyed")
 

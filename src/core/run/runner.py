@@ -22,7 +22,8 @@ from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.engine.contract import Engine, EngineError, probe_reachable
 from infermatrix.core.engine.detect import AUTO_KIND, Detection, detect_engine, resolve_auto
 from infermatrix.core.redact import redact_text
-from infermatrix.core.registry import build_engine, workload_name
+from infermatrix.core.registry import build_engine
+from infermatrix.core.workloads import workload_name
 from infermatrix.core.store import Store
 from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport
