@@ -67,6 +67,7 @@ class Tokenizer(Protocol):
     async def count(self, text: str) -> int: ...
 
 
+@runtime_checkable
 class Workload(Protocol):
     """Builds prompts of an exact token length, distinct per key, deterministic by seed."""
 
