@@ -36,7 +36,9 @@ from infermatrix.core.engine.traits import (
     MetricNames,
     TokenizeAPI,
 )
-from infermatrix.core.types import Capacity, EngineInfo, LoopFinding, Prompt, Session, Tokenizer, Workload, WorkloadRequest
+from infermatrix.core.types import Capacity, EngineInfo, LoopFinding, Prompt, Session, SessionWorkload, Tokenizer, Workload, WorkloadRequest
+from infermatrix.core.prompt_builder import PROSE_WORDS, PromptBuilder, prompt_tolerance
+from infermatrix.core.workload_options import TokenLengths, check_lengths, draw_length, parse_workload_options
 
 __all__ = [
     "hookimpl",
@@ -72,10 +74,19 @@ __all__ = [
     "Workload",
     "WorkloadRequest",
     "Session",
+    "SessionWorkload",
     "Prompt",
     "LoopFinding",
     "LoopConfig",
     "MatrixConfig",
+    # building a workload (the built-in ones use these exactly so)
+    "PromptBuilder",
+    "PROSE_WORDS",
+    "prompt_tolerance",
+    "TokenLengths",
+    "check_lengths",
+    "draw_length",
+    "parse_workload_options",
     # Prometheus text helpers
     "metric_value",
     "scan_values",

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, SerializeAsAny, Tag, field_validator, model_validator,
+)
 
 from infermatrix.core.contexts import parse_context
 
@@ -308,23 +310,29 @@ class StoreConfig(Strict):
     db: str = "infermatrix.duckdb"
 
 
-class RunConfig(Protocol):
-    """A validated run config, as code reads it (its class is built at run time by ``run_config_model``)."""
+class RunConfig(Strict):
+    """A run config: every table and its fields, in one place.
 
-    name: str | None
-    engine: EngineConfig
-    matrix: MatrixConfig
-    loops: LoopConfig
-    validity: ValidityConfig
-    store: StoreConfig
-    hardware: dict[str, Any]
-    load: list[LoadConfig | TraceLoadConfig]
-    slo: dict[str, Any] | None
-    workload: dict[str, Any]  # the [workload] table: the chosen workload's parameters
-    search: SearchConfig | None
-    client: ClientConfig
+    ``engine`` is typed here as the base ``EngineConfig``; the model a config is validated with is this class
+    with only that field narrowed to the union of the registered engine kinds (``run_config_model`` in
+    core/registry.py, which knows the plugins), so every instance a run sees is one of these."""
 
-    def model_dump(self, *, mode: str = "python") -> dict[str, Any]: ...
+    name: str | None = None
+    engine: SerializeAsAny[EngineConfig]
+    matrix: MatrixConfig = Field(default_factory=MatrixConfig)
+    loops: LoopConfig = Field(default_factory=LoopConfig)
+    validity: ValidityConfig = Field(default_factory=ValidityConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    hardware: dict[str, Any] = Field(default_factory=dict)
+    # [slo]: limits the run is judged by (infermatrix.core.slo.slo_from_table; docs/slo.md)
+    slo: dict[str, Any] | None = None
+    load: list[AnyLoadConfig] = Field(default_factory=list)
+    # [workload]: the chosen workload's parameters (each workload plugin validates its own; docs/workloads.md)
+    workload: dict[str, Any] = Field(default_factory=dict)
+    # [search]: the highest load that meets an SLO (infermatrix search; docs/load.md)
+    search: SearchConfig | None = None
+    # [client]: where the streams run, this host or Ray actors (docs/distributed.md)
+    client: ClientConfig = Field(default_factory=ClientConfig)
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

@@ -11,22 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Union, cast
+from typing import Annotated, Any, Union
 
 import pluggy
-from pydantic import BaseModel, Field, ValidationError, create_model
+from pydantic import Field, ValidationError, create_model
 
-from infermatrix.core.config import (
-    AUTO_KIND, AnyLoadConfig, AutoEngineConfig, ClientConfig, ConfigError, EngineConfig, LOAD_TAGS, LoopConfig, MatrixConfig, RunConfig,
-    SearchConfig, StoreConfig, Strict,
-    ValidityConfig,
-)
+from infermatrix.core.config import AUTO_KIND, AutoEngineConfig, ConfigError, EngineConfig, LOAD_TAGS, RunConfig
 from infermatrix.core.engine.contract import Engine
+from infermatrix.core.workloads import check_workload_options, choose_workload, workload_name, workload_plugins
 
-__all__ = [
-    "PluginError", "EngineEntry", "engine_registry", "build_engine", "engine_config_classes", "run_config_model", "validate_config",
-    "workload_plugins", "choose_workload", "make_workload", "workload_name", "check_workload_options",
-]
+__all__ = ["PluginError", "EngineEntry", "engine_registry", "build_engine", "engine_config_classes", "run_config_model", "validate_config"]
 
 
 class PluginError(ConfigError):
@@ -94,31 +88,13 @@ def engine_config_classes(pm: pluggy.PluginManager) -> dict[str, type[EngineConf
     return {**{kind: entry.config for kind, entry in engine_registry(pm).items()}, AUTO_KIND: AutoEngineConfig}
 
 
-def run_config_model(pm: pluggy.PluginManager) -> type[BaseModel]:
-    """The ``RunConfig`` model for the engines this plugin manager knows."""
+def run_config_model(pm: pluggy.PluginManager) -> type[RunConfig]:
+    """``RunConfig`` with its ``engine`` field narrowed to the engine kinds this plugin manager knows (every
+    other field is the base model's own, so the two can never drift apart)."""
     arms = tuple(engine_config_classes(pm).values())
     # Any: a type built at run time from the plugins' config classes, which no checker can see.
     engine_type: Any = Annotated[Union[arms], Field(discriminator="kind")] if len(arms) > 1 else arms[0]
-    return create_model(
-        "RunConfig",
-        __base__=Strict,
-        name=(str | None, None),
-        engine=(engine_type, ...),
-        matrix=(MatrixConfig, Field(default_factory=MatrixConfig)),
-        loops=(LoopConfig, Field(default_factory=LoopConfig)),
-        validity=(ValidityConfig, Field(default_factory=ValidityConfig)),
-        store=(StoreConfig, Field(default_factory=StoreConfig)),
-        hardware=(dict[str, Any], Field(default_factory=dict)),
-        # [slo]: limits the run is judged by (infermatrix.core.slo.slo_from_table; docs/slo.md)
-        slo=(dict[str, Any] | None, None),
-        load=(list[AnyLoadConfig], Field(default_factory=list)),
-        # [workload]: the chosen workload's parameters (each workload plugin validates its own; docs/workloads.md)
-        workload=(dict[str, Any], Field(default_factory=dict)),
-        # [search]: the highest load that meets an SLO (infermatrix search; docs/load.md)
-        search=(SearchConfig | None, None),
-        # [client]: where the streams run, this host or Ray actors (docs/distributed.md)
-        client=(ClientConfig, Field(default_factory=ClientConfig)),
-    )
+    return create_model("RunConfig", __base__=RunConfig, engine=(engine_type, ...))
 
 
 def _format_error(exc: ValidationError, source: str, kinds: set[str]) -> str:
@@ -141,7 +117,7 @@ def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str 
     """Validate a config dict; raise ConfigError with one line naming the field."""
     model = run_config_model(pm)
     try:
-        cfg = cast(RunConfig, model.model_validate(data))
+        cfg = model.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_error(exc, source, set(engine_config_classes(pm)) | set(LOAD_TAGS))) from None
     try:
@@ -155,67 +131,3 @@ def validate_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str 
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     return cfg
-
-
-def workload_plugins(pm: pluggy.PluginManager) -> list[str]:
-    """The names of the plugins that implement ``make_workload``, in registration order."""
-    return [impl.plugin_name for impl in reversed(pm.hook.make_workload.get_hookimpls())]
-
-
-def workload_name(matrix: MatrixConfig, options: dict[str, Any] | None) -> str | None:
-    """The workload a config names: ``matrix.workload``, else ``[workload] name``; both and different is an error."""
-    table = (options or {}).get("name")
-    if table is not None and not isinstance(table, str):
-        raise ConfigError("workload.name: must be a workload plugin's name")
-    if matrix.workload is not None and table is not None and table != matrix.workload:
-        raise ConfigError(f"matrix.workload = {matrix.workload!r} and workload.name = {table!r} disagree; name one")
-    return matrix.workload or table
-
-
-def _opt_in(pm: pluggy.PluginManager, name: str) -> bool:
-    """A workload plugin module with ``WORKLOAD_OPT_IN = True`` runs only when named (shared-prefix, multi-turn)."""
-    return bool(getattr(pm.get_plugin(name), "WORKLOAD_OPT_IN", False))
-
-
-def choose_workload(pm: pluggy.PluginManager, name: str | None) -> str:
-    """The workload plugin a run uses: ``matrix.workload``, else the only one registered that is not opt-in. Two
-    or more without a choice is an error naming them (a third-party workload never replaces the built-in silently)."""
-    every = workload_plugins(pm)
-    if name is not None:
-        if name not in every:
-            raise ConfigError(f"matrix.workload: no workload plugin {name!r} (registered: {', '.join(every) or 'none'})")
-        return name
-    names = [n for n in every if not _opt_in(pm, n)]
-    if not names:
-        raise ConfigError("no plugin implements make_workload: the run has no prompt builder")
-    if len(names) > 1:
-        listed = " and ".join(repr(n) for n in names)
-        raise ConfigError(f"workloads {listed} are both registered; choose one with matrix.workload = NAME")
-    return names[0]
-
-
-def check_workload_options(pm: pluggy.PluginManager, name: str, matrix: MatrixConfig, options: dict[str, Any] | None) -> None:
-    """The ``[workload]`` table checked before the run exists: by the plugin module's ``check_options(matrix,
-    options)`` when it has one; parameters for a workload whose hook takes none are an error."""
-    params = {k: v for k, v in (options or {}).items() if k != "name"}
-    check = getattr(pm.get_plugin(name), "check_options", None)
-    if callable(check):
-        check(matrix, params)
-        return
-    impl = next(i for i in pm.hook.make_workload.get_hookimpls() if i.plugin_name == name)
-    if params and "options" not in impl.argnames:
-        raise ConfigError(f"workload.{next(iter(params))}: the workload {name!r} takes no [workload] parameters")
-
-
-def make_workload(pm: pluggy.PluginManager, config: MatrixConfig, tokenizer: Any, options: dict[str, Any] | None = None) -> Any:
-    """The prompt builder of the chosen workload plugin (``choose_workload``); ``options`` is the ``[workload]`` table."""
-    name = choose_workload(pm, workload_name(config, options))
-    impl = next(i for i in pm.hook.make_workload.get_hookimpls() if i.plugin_name == name)
-    params = {k: v for k, v in (options or {}).items() if k != "name"}
-    kwargs: dict[str, Any] = {"config": config, "tokenizer": tokenizer}
-    if "options" in impl.argnames:  # the hook's third argument is newer than some plugins
-        kwargs["options"] = params
-    workload = impl.function(**kwargs)
-    if workload is None:
-        raise ConfigError(f"matrix.workload: plugin {name!r} built no workload for this matrix")
-    return workload

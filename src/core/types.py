@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 __all__ = [
     "Capacity",
@@ -13,6 +13,7 @@ __all__ = [
     "Workload",
     "WorkloadRequest",
     "Session",
+    "SessionWorkload",
     "LoopFinding",
     "RequestRecord",
     "OUTCOMES",
@@ -66,6 +67,7 @@ class Tokenizer(Protocol):
     async def count(self, text: str) -> int: ...
 
 
+@runtime_checkable
 class Workload(Protocol):
     """Builds prompts of an exact token length, distinct per key, deterministic by seed."""
 
@@ -97,6 +99,38 @@ class Session(Protocol):
     async def next(self, reply: str | None, prompt_tokens: int | None) -> WorkloadRequest | None:
         """The next request, given the previous one's streamed reply text and its server-counted prompt
         tokens (both ``None`` before the first, or when it failed); ``None`` ends the session."""
+        ...
+
+
+@runtime_checkable
+class SessionWorkload(Workload, Protocol):
+    """A workload with traffic of its own (shared-prefix groups, multi-turn conversations): after the matrix and
+    the load points the runner sends each session's requests one after the other, ``concurrency`` sessions side
+    by side, and stores them as the run's workload pass (core/run/sessions.py; docs/workloads.md).
+
+    The properties may be plain attributes (a class attribute ``name = "mine"``, ``self.concurrency = 4``)."""
+
+    @property
+    def name(self) -> str:
+        """Stored as the pass's ``workload`` and shown while it runs."""
+        ...
+
+    @property
+    def concurrency(self) -> int | None:
+        """Sessions in flight at once; ``None``: all of them."""
+        ...
+
+    @property
+    def block_tokens(self) -> int | None:
+        """The KV block the implied reuse is floored to; ``None``: the engine's own, else 16."""
+        ...
+
+    async def sessions(self) -> Sequence[Session]:
+        """The pass's sessions, built when the pass starts (after the matrix and the load points)."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """The parameters as run, stored with the pass (``workload_passes.params``)."""
         ...
 
 

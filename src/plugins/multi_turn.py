@@ -21,13 +21,14 @@ import secrets
 
 from pydantic import Field, field_validator
 
-from infermatrix.plugin import ConfigError, MatrixConfig, Prompt, Strict, Tokenizer, WorkloadRequest, hookimpl
-from infermatrix.plugins.shared_prefix import Lengths, check_lengths, draw_length, parse_options
-from infermatrix.plugins.workload import PromptBuilder
+from infermatrix.plugin import (
+    ConfigError, MatrixConfig, Prompt, PromptBuilder, Strict, Tokenizer, TokenLengths, WorkloadRequest, check_lengths, draw_length, hookimpl,
+    parse_workload_options,
+)
 
 __all__ = ["MultiTurnOptions", "MultiTurnWorkload", "make_workload", "check_options", "WORKLOAD_OPT_IN"]
 
-WORKLOAD_OPT_IN = True  # runs only when named: matrix.workload = "multi-turn" (core/registry.py)
+WORKLOAD_OPT_IN = True  # runs only when named: matrix.workload = "multi-turn" (core/workloads.py)
 
 
 class MultiTurnOptions(Strict):
@@ -35,7 +36,7 @@ class MultiTurnOptions(Strict):
 
     conversations: int = Field(4, ge=1, description="conversations, each its own session")
     turns: int = Field(4, ge=1, description="user turns per conversation")
-    user_tokens: Lengths = Field(128, description="each user message's tokens (as a prompt of that message alone): N or [lo, hi]")
+    user_tokens: TokenLengths = Field(128, description="each user message's tokens (as a prompt of that message alone): N or [lo, hi]")
     output_tokens: int = Field(64, ge=1, description="max_tokens of every turn")
     think_s: float = Field(0.0, ge=0, description="wait between a reply's end and the next turn")
     concurrency: int | None = Field(None, ge=1, description="conversations in flight at once; default: all")
@@ -101,13 +102,13 @@ class MultiTurnWorkload:
 
 
 def check_options(config: MatrixConfig, options: dict) -> None:
-    """The ``[workload]`` table and the API checked when the config is (core/registry.py): one line."""
+    """The ``[workload]`` table and the API checked when the config is (core/workloads.py): one line."""
     if config.api != "chat":
         raise ConfigError('workload multi-turn: needs matrix.api = "chat" (a conversation is a list of messages)')
-    parse_options(options, MultiTurnOptions, "multi-turn")
+    parse_workload_options(options, MultiTurnOptions, "multi-turn")
 
 
 @hookimpl
 def make_workload(config: MatrixConfig, tokenizer: Tokenizer, options: dict) -> MultiTurnWorkload:
     """The ``make_workload`` hook: conversations with real replies (``[workload]`` parameters)."""
-    return MultiTurnWorkload(config, tokenizer, parse_options(options, MultiTurnOptions, "multi-turn"))
+    return MultiTurnWorkload(config, tokenizer, parse_workload_options(options, MultiTurnOptions, "multi-turn"))

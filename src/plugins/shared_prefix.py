@@ -18,46 +18,26 @@ from __future__ import annotations
 
 import random
 import secrets
-from typing import TypeVar
 from dataclasses import dataclass
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
-from infermatrix.plugin import ConfigError, MatrixConfig, Prompt, Strict, Tokenizer, WorkloadRequest, hookimpl
-from infermatrix.plugins.workload import WORDS, PromptBuilder
+from infermatrix.plugin import (
+    PROSE_WORDS, MatrixConfig, Prompt, PromptBuilder, Strict, Tokenizer, TokenLengths, WorkloadRequest, check_lengths, draw_length, hookimpl,
+    parse_workload_options,
+)
 
-__all__ = ["SharedPrefixOptions", "SharedPrefixWorkload", "make_workload", "check_options", "WORKLOAD_OPT_IN", "Lengths", "draw_length"]
+__all__ = ["SharedPrefixOptions", "SharedPrefixWorkload", "make_workload", "check_options", "WORKLOAD_OPT_IN"]
 
-WORKLOAD_OPT_IN = True  # runs only when named: matrix.workload = "shared-prefix" (core/registry.py)
-
-Lengths = int | tuple[int, int]
-_Options = TypeVar("_Options", bound=Strict)
-
-
-def draw_length(spec: Lengths, rng: random.Random) -> int:
-    """A fixed length, or one drawn uniformly from ``[lo, hi]`` (whole tokens)."""
-    return spec if isinstance(spec, int) else rng.randint(spec[0], spec[1])
-
-
-def check_lengths(v: object, what: str) -> object:
-    """``N`` or ``[lo, hi]`` with 1 <= lo <= hi."""
-    if isinstance(v, list):
-        v = tuple(v)
-    if isinstance(v, tuple):
-        if len(v) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in v) or not 1 <= v[0] <= v[1]:
-            raise ValueError(f"{what}: a token count or [lo, hi] with 1 <= lo <= hi")
-    elif not isinstance(v, int) or isinstance(v, bool) or v < 1:
-        raise ValueError(f"{what}: a positive token count or [lo, hi]")
-    return v
-
+WORKLOAD_OPT_IN = True  # runs only when named: matrix.workload = "shared-prefix" (core/workloads.py)
 
 class SharedPrefixOptions(Strict):
     """The ``[workload]`` table of ``shared-prefix`` (docs/workloads.md)."""
 
     groups: int = Field(4, ge=1, description="groups, each with a system prompt of its own")
     prompts_per_group: int = Field(8, ge=1, description="prompts per group (each its own question)")
-    system_tokens: Lengths = Field(1024, description="system-prompt tokens: N, or [lo, hi] drawn per group")
-    question_tokens: Lengths = Field(128, description="question tokens: N, or [lo, hi] drawn per prompt")
+    system_tokens: TokenLengths = Field(1024, description="system-prompt tokens: N, or [lo, hi] drawn per group")
+    question_tokens: TokenLengths = Field(128, description="question tokens: N, or [lo, hi] drawn per prompt")
     output_tokens: int = Field(64, ge=1, description="max_tokens of every request")
     concurrency: int | None = Field(None, ge=1, description="groups in flight at once; default: all")
     block_tokens: int | None = Field(None, ge=1, description="the engine's KV block; default: the engine's own, else 16")
@@ -66,17 +46,6 @@ class SharedPrefixOptions(Strict):
     @classmethod
     def _lengths(cls, v: object, info: object) -> object:
         return check_lengths(v, getattr(info, "field_name", "length"))
-
-
-def parse_options(options: dict | None, cls: type[_Options], name: str) -> _Options:
-    """The ``[workload]`` table validated, or one line naming the field."""
-    try:
-        return cls.model_validate(options or {})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "workload"
-        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"workload.{loc}: {msg} ({name})") from None
 
 
 class _QuestionBuilder(PromptBuilder):
@@ -92,7 +61,7 @@ class _QuestionBuilder(PromptBuilder):
         if distinct is False or not key:
             return self.prefix + "Question: "
         member = int(key)
-        return self.prefix + f"{WORDS[(member * 7) % len(WORDS)].capitalize()} question {member}: "
+        return self.prefix + f"{PROSE_WORDS[(member * 7) % len(PROSE_WORDS)].capitalize()} question {member}: "
 
 
 @dataclass
@@ -166,11 +135,11 @@ class SharedPrefixWorkload:
 
 
 def check_options(config: MatrixConfig, options: dict) -> None:
-    """The ``[workload]`` table checked when the config is (core/registry.py): one line naming the field."""
-    parse_options(options, SharedPrefixOptions, "shared-prefix")
+    """The ``[workload]`` table checked when the config is (core/workloads.py): one line naming the field."""
+    parse_workload_options(options, SharedPrefixOptions, "shared-prefix")
 
 
 @hookimpl
 def make_workload(config: MatrixConfig, tokenizer: Tokenizer, options: dict) -> SharedPrefixWorkload:
     """The ``make_workload`` hook: groups of prompts sharing a system prompt (``[workload]`` parameters)."""
-    return SharedPrefixWorkload(config, tokenizer, parse_options(options, SharedPrefixOptions, "shared-prefix"))
+    return SharedPrefixWorkload(config, tokenizer, parse_workload_options(options, SharedPrefixOptions, "shared-prefix"))

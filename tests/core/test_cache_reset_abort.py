@@ -18,7 +18,7 @@ MATRIX = {"prefill_contexts": [512], "prefill_samples": 2, "contexts": [512], "c
 
 def _same_prompt_workload() -> types.ModuleType:
     """Every prompt of a length is the same text, probes included: a repeated prompt, as a careless workload sends."""
-    from infermatrix.plugins.workload import PromptBuilder
+    from infermatrix.plugin import PromptBuilder
 
     class Same(PromptBuilder):
         async def prompt(self, context_tokens, key, *, distinct=None):

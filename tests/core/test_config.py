@@ -61,3 +61,73 @@ def test_api_key_from_env_missing_is_config_error(pm, monkeypatch):
         cfg.engine.api_key()
     monkeypatch.setenv("IM_TEST_KEY", "sk-1234")
     assert cfg.engine.api_key() == "sk-1234"
+
+
+# -- one RunConfig: the per-plugin model is the base with only ``engine`` narrowed (issue 28 item 2) ---------
+
+
+def _full_config(tmp_path) -> dict:
+    """Every table of a run config, each with a field off its default."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}\n')
+    return {
+        "name": "everything",
+        "engine": {"kind": "sim", "profile": "tiny", "max_seqs": 8},
+        "matrix": {"contexts": ["1K"], "concurrency": [1, 2], "duration_s": 2, "workload": "shared-prefix"},
+        "loops": {"min_copies": 5},
+        "validity": {"max_error_rate": 0.1},
+        "store": {"db": str(tmp_path / "x.duckdb")},
+        "hardware": {"gpu": "none"},
+        "slo": {"ttft_p99_ms": 500},
+        "load": [{"rate": 2, "duration_s": 3}, {"kind": "trace", "path": str(trace)}],
+        "workload": {"groups": 2},
+        "search": {"slo": "ttft_p99_ms=500", "max": 8},
+        "client": {"hosts": 2},
+    }
+
+
+def test_the_plugin_model_is_the_base_with_only_engine_narrowed(pm):
+    from infermatrix.core.config import RunConfig
+    from infermatrix.core.registry import engine_config_classes, run_config_model
+
+    model = run_config_model(pm)
+    assert issubclass(model, RunConfig) and model is not RunConfig
+    assert list(model.model_fields) == list(RunConfig.model_fields)  # the same fields, in the same order
+    for name, base in RunConfig.model_fields.items():
+        if name != "engine":
+            got = model.model_fields[name]
+            assert (got.annotation, got.default, got.default_factory, got.is_required()) == (
+                base.annotation, base.default, base.default_factory, base.is_required()), name
+    # engine: one arm per registered kind (and auto), still required
+    assert model.model_fields["engine"].is_required()
+    kinds = {a.model_fields["kind"].default for a in engine_config_classes(pm).values()}
+    assert {"sim", "openai", "vllm", "auto"} <= kinds
+
+
+def test_a_full_config_validates_into_every_table(pm, tmp_path):
+    from infermatrix.core.config import LoadConfig, RunConfig, TraceLoadConfig
+    from infermatrix.plugins.sim.plugin import SimEngineConfig
+
+    data = _full_config(tmp_path)
+    assert set(data) == set(RunConfig.model_fields)  # the fixture covers every field: a new one must be added here
+    cfg = validate_config(pm, data)
+    assert isinstance(cfg, RunConfig) and isinstance(cfg.engine, SimEngineConfig) and cfg.engine.max_seqs == 8
+    assert cfg.name == "everything" and cfg.matrix.contexts == [1024] and cfg.loops.min_copies == 5
+    assert cfg.validity.max_error_rate == 0.1 and cfg.store.db.endswith("x.duckdb") and cfg.hardware == {"gpu": "none"}
+    assert cfg.slo == {"ttft_p99_ms": 500} and cfg.workload == {"groups": 2} and cfg.client.hosts == 2
+    assert [type(p) for p in cfg.load] == [LoadConfig, TraceLoadConfig] and cfg.search is not None and cfg.search.max == 8
+    # The stored config (runs.config) keeps the engine kind's own fields, and reads back to the same config.
+    dumped = cfg.model_dump(mode="json")
+    assert dumped["engine"]["profile"] == "tiny" and set(dumped) == set(RunConfig.model_fields)
+    assert validate_config(pm, dumped).model_dump(mode="json") == dumped
+
+
+def test_the_base_model_alone_rejects_an_engine_kinds_own_field():
+    """The base types ``engine`` as ``EngineConfig``: only the per-plugin model knows a kind's fields."""
+    from pydantic import ValidationError
+
+    from infermatrix.core.config import RunConfig
+
+    assert RunConfig.model_validate({"engine": {"kind": "x"}}).engine.kind == "x"
+    with pytest.raises(ValidationError):
+        RunConfig.model_validate({"engine": {"kind": "sim", "profile": "tiny"}})

@@ -6,7 +6,8 @@ exempt on purpose; a type-only reference to a higher layer is still visible in t
 
 Rules: nothing under core/ imports a plugin; measure does not import run; engine imports neither measure
 nor run; store and report do not import run; built-in plugins import only ``infermatrix.plugin`` (never
-``infermatrix.core``); and no import cycle anywhere in src/.
+``infermatrix.core``) and their own package, never another built-in plugin's module (what built-ins share is
+offered through ``infermatrix.plugin``, as a third party gets it); and no import cycle anywhere in src/.
 """
 
 from __future__ import annotations
@@ -87,6 +88,13 @@ def _layer(mod: str) -> str | None:
     return None
 
 
+def _plugin(mod: str) -> str | None:
+    """The built-in plugin a module belongs to: its module or package under plugins/ (``sim`` for
+    ``infermatrix.plugins.sim.textgen``); ``None`` outside them (the ``infermatrix.plugins`` package itself)."""
+    parts = mod.split(".")
+    return parts[2] if parts[:2] == [PKG, "plugins"] and len(parts) > 2 else None
+
+
 # (importer layer, imported layer) pairs that are forbidden.
 FORBIDDEN = {
     ("measure", "run"),
@@ -110,6 +118,8 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
                 bad.append(f"{mod} -> {dep} ({a} imports {b})")
             elif a == "plugins" and dep.startswith(f"{PKG}.core"):
                 bad.append(f"{mod} -> {dep} (a built-in plugin imports the core; use infermatrix.plugin)")
+            elif a == "plugins" and b == "plugins" and _plugin(dep) not in (None, _plugin(mod)):
+                bad.append(f"{mod} -> {dep} (a built-in plugin imports another built-in plugin; share it through infermatrix.plugin)")
     return bad
 
 
@@ -180,12 +190,21 @@ def test_the_graph_sees_what_it_should() -> None:
         (("infermatrix.core.engine.contract", "infermatrix.core.measure.cell"), "engine imports measure"),
         (("infermatrix.core.config", "infermatrix.plugins.vllm.plugin"), "core imports a plugin"),
         (("infermatrix.plugins.workload", "infermatrix.core.types"), "plugin imports the core"),
+        (("infermatrix.plugins.shared_prefix", "infermatrix.plugins.workload"), "plugin imports another plugin's module"),
+        (("infermatrix.plugins.vllm.plugin", "infermatrix.plugins.sim.textgen"), "plugin imports another plugin's package"),
     ],
 )
 def test_each_rule_fires(edge: tuple[str, str], why: str) -> None:
     g = {k: set(v) for k, v in import_graph().items()}
     g[edge[0]].add(edge[1])
     assert any(line.startswith(f"{edge[0]} -> {edge[1]}") for line in layer_violations(g)), why
+
+
+def test_a_plugin_may_import_its_own_package() -> None:
+    """The rule is about other plugins: the sim's modules import each other, and that stays allowed."""
+    g = import_graph()
+    assert "infermatrix.plugins.sim.profile" in g["infermatrix.plugins.sim.plugin"]
+    assert not [line for line in layer_violations(g) if line.startswith("infermatrix.plugins.sim.")]
 
 
 def test_a_cycle_is_found() -> None:

@@ -132,7 +132,7 @@ def test_workload_parameters_are_checked_with_the_config() -> None:
 
 
 def test_opt_in_workloads_are_never_the_default() -> None:
-    from infermatrix.core.registry import choose_workload
+    from infermatrix.core.workloads import choose_workload
     from infermatrix.testing import plugin_manager
 
     pm = plugin_manager()

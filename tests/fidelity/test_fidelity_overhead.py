@@ -12,7 +12,7 @@ import pytest
 from bars import PHASE_STAMPS_S, PHASES_VS_WALL, PHASES_VS_WALL_S
 from imxtest import run_cli
 
-from infermatrix.plugins.workload import MAX_PAD_CALLS, MAX_SEARCH_CALLS
+from infermatrix.core.prompt_builder import MAX_PAD_CALLS, MAX_SEARCH_CALLS
 
 pytestmark = pytest.mark.slow  # starts a sim server and runs the CLI
 

@@ -23,7 +23,7 @@ from infermatrix.core.engine.contract import free_port
 from infermatrix.core.engine.prometheus import metric_value
 from infermatrix.plugins.llamacpp.config import LlamaCppEngineConfig
 from infermatrix.plugins.llamacpp.plugin import LlamaCppEngine
-from infermatrix.plugins.workload import tolerance
+from infermatrix.plugin import prompt_tolerance
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -102,7 +102,7 @@ def test_measured_cells_have_numbers_counted_by_the_server(run, db):
         assert tps > 0 and ttft > 0 and out > 0, (c, n)
         assert source == "usage", (c, n)  # timings.predicted_n in every chunk: the server's own count
         # usage.prompt_tokens comes with a request's last chunk only: none when every request was cut
-        assert prompt is None or abs(prompt - c) <= tolerance(c), (c, prompt)
+        assert prompt is None or abs(prompt - c) <= prompt_tolerance(c), (c, prompt)
         tokens = as_json(flags)["tokens"]
         # the streamed counts against /tokenize's count of the text received; llama-server's token
         # counter moves at request end, so it is not compared per cell (the attached test does it per run)
@@ -116,7 +116,7 @@ def test_prefill_probes_hit_their_lengths(run, db):
     assert sorted(r[0] for r in rows) == [256, 1024, 2048]
     for ctx, prompt, tps, ttft, status in rows:
         assert status == "valid", (ctx, status, db.execute("SELECT reason FROM prefill WHERE context_tokens = ?", [ctx]).fetchone())
-        assert abs(prompt - ctx) <= tolerance(ctx) and tps > 0 and ttft > 0
+        assert abs(prompt - ctx) <= prompt_tolerance(ctx) and tps > 0 and ttft > 0
 
 
 def test_no_secret_anywhere(run, db):

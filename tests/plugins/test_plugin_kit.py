@@ -4,6 +4,7 @@ without ``/tokenize``, and the choice of workload (``matrix.workload``). Real si
 from __future__ import annotations
 
 import importlib.util
+import json
 import types
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from imxtest import ROOT, processes_mentioning
 
 from infermatrix.core.config import ConfigError
 from infermatrix.core.measure.stagger import first_max_tokens
-from infermatrix.core.registry import make_workload, validate_config
+from infermatrix.core.registry import validate_config
+from infermatrix.core.workloads import make_workload
 from infermatrix.plugin import hookimpl
 from infermatrix.testing import plugin_manager, run_matrix, sim_server
 
@@ -128,7 +130,7 @@ def test_local_tokenizer_sizes_prompts_without_tokenize(tiny_model):
 
 
 def _second_workload(calls: list[str]) -> types.ModuleType:
-    from infermatrix.plugins.workload import PromptBuilder
+    from infermatrix.plugin import PromptBuilder
 
     mod = types.ModuleType("keyed")
 
@@ -168,3 +170,75 @@ def test_a_run_uses_the_chosen_workload():
         result = run_matrix({"kind": "openai", "base_url": sim.base_url}, plugins=[_second_workload(calls)], matrix={"workload": "keyed"})
     assert result.status == "completed", result.error
     assert any("decode" in k for k in calls)  # the run's prompts came from the chosen plugin
+
+
+# -- a third party's session workload, built from infermatrix.plugin alone (issue 28 item 6) ------------------
+
+
+def _session_workload(*, without: str | None = None) -> types.ModuleType:
+    """An opt-in workload ``echo``: 3 sessions of 2 requests each, 2 sessions at a time; ``without`` leaves a
+    SessionWorkload member out of the class."""
+    from infermatrix.plugin import PromptBuilder, WorkloadRequest
+
+    class Turns:
+        def __init__(self, index: int, texts: list[str]) -> None:
+            self.index, self.texts = index, texts
+
+        async def next(self, reply, prompt_tokens):
+            if not self.texts:
+                return None
+            turn = 2 - len(self.texts)
+            return WorkloadRequest(max_tokens=8, prompt=self.texts.pop(0), labels={"conversation": self.index, "turn": turn})
+
+    members = {
+        "name": "echo",
+        "concurrency": 2,
+        "block_tokens": None,
+        "sessions": lambda self: _sessions(self),
+        "describe": lambda self: {"sessions": 3, "seed": self.seed},
+    }
+
+    async def _sessions(builder):
+        return [Turns(i, [(await builder.prompt(64, f"echo/{i}/{t}", distinct=True)).text for t in range(2)]) for i in range(3)]
+
+    if without:
+        del members[without]
+    echo_cls = type("Echo", (PromptBuilder,), members)
+    mod = types.ModuleType("echo")
+    mod.WORKLOAD_OPT_IN = True
+    mod.make_workload = hookimpl(lambda config, tokenizer: echo_cls(config.seed, config.prompt_mode, tokenizer))
+    return mod
+
+
+def test_the_built_in_session_workloads_are_session_workloads():
+    from infermatrix.plugin import MatrixConfig, PromptBuilder, SessionWorkload, Workload
+
+    pm = plugin_manager()
+    for name in ("shared-prefix", "multi-turn"):
+        built = make_workload(pm, MatrixConfig(workload=name, api="chat"), tokenizer=None)
+        assert isinstance(built, SessionWorkload) and isinstance(built, Workload), name
+    assert isinstance(PromptBuilder(0, "distinct", None), Workload) and not isinstance(PromptBuilder(0, "distinct", None), SessionWorkload)
+    assert isinstance(make_workload(plugin_manager(_session_workload()), MatrixConfig(workload="echo"), tokenizer=None), SessionWorkload)
+
+
+@pytest.mark.parametrize("member", ["name", "concurrency", "block_tokens", "describe"])
+def test_a_session_workload_missing_a_member_is_one_line(member):
+    """Before, a missing member was read with a default (getattr); now the contract is declared and said."""
+    from infermatrix.plugin import MatrixConfig
+
+    with pytest.raises(ConfigError) as err:
+        make_workload(plugin_manager(_session_workload(without=member)), MatrixConfig(workload="echo"), tokenizer=None)
+    msg = str(err.value)
+    assert "\n" not in msg and f"has sessions() but not {member}" in msg and "'echo'" in msg
+
+
+@pytest.mark.slow
+def test_a_third_party_session_workload_runs_its_pass():
+    with sim_server() as sim:
+        result = run_matrix({"kind": "openai", "base_url": sim.base_url}, plugins=[_session_workload()], matrix={"contexts": [], "workload": "echo"})
+        sent = [r for r in sim.truth()["requests"] if "-wl-" in (r.get("request_id") or "")]
+    assert result.status == "completed", result.error
+    (row,) = result.query("SELECT workload, params, sessions, concurrency, requests, failed, status FROM workload_passes")
+    assert (row["workload"], row["sessions"], row["concurrency"], row["requests"], row["failed"], row["status"]) == ("echo", 3, 2, 6, 0, "valid")
+    assert json.loads(row["params"]) == {"sessions": 3, "seed": 0}
+    assert len(sent) == 6  # the server received every request of the pass

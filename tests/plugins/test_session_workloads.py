@@ -8,9 +8,9 @@ import os
 import pytest
 from test_workload import PieceTokenizer, WordTokenizer
 
-from infermatrix.plugin import ConfigError, MatrixConfig
+from infermatrix.plugin import ConfigError, MatrixConfig, parse_workload_options
 from infermatrix.plugins.multi_turn import MultiTurnOptions, MultiTurnWorkload
-from infermatrix.plugins.shared_prefix import SharedPrefixOptions, SharedPrefixWorkload, parse_options
+from infermatrix.plugins.shared_prefix import SharedPrefixOptions, SharedPrefixWorkload
 
 
 @pytest.fixture
@@ -79,8 +79,8 @@ async def test_multi_turn_history_carries_each_reply() -> None:
 
 def test_options_are_checked_in_one_line() -> None:
     with pytest.raises(ConfigError, match=r"^workload\.question_tokens: .*\(shared-prefix\)$"):
-        parse_options({"question_tokens": [5]}, SharedPrefixOptions, "shared-prefix")
+        parse_workload_options({"question_tokens": [5]}, SharedPrefixOptions, "shared-prefix")
     with pytest.raises(ConfigError, match=r"^workload\.turns: "):
-        parse_options({"turns": 0}, MultiTurnOptions, "multi-turn")
+        parse_workload_options({"turns": 0}, MultiTurnOptions, "multi-turn")
     with pytest.raises(ConfigError, match="needs matrix.api"):
         MultiTurnWorkload(MatrixConfig(), WordTokenizer(), MultiTurnOptions())

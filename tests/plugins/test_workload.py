@@ -8,9 +8,8 @@ import re
 import anyio
 import pytest
 
-from infermatrix.plugin import MatrixConfig
-from infermatrix.plugins.workload import PromptBuilder, tolerance
-from infermatrix.core.registry import make_workload
+from infermatrix.plugin import MatrixConfig, PromptBuilder, prompt_tolerance
+from infermatrix.core.workloads import make_workload
 from infermatrix.testing import plugin_manager
 
 pytestmark = pytest.mark.anyio
@@ -165,7 +164,7 @@ async def test_within_tolerance_when_exact_is_out_of_reach() -> None:
     for length in (1000, 8192):
         for key in KEYS:
             p = await builder.prompt(length, key)
-            assert abs(p.tokens - length) <= tolerance(length)
+            assert abs(p.tokens - length) <= prompt_tolerance(length)
             assert p.tokens == await tok.count(p.text)
 
 
@@ -191,9 +190,9 @@ async def test_impossible_target_raises() -> None:
 
 
 def test_tolerance_rule() -> None:
-    assert tolerance(100) == 16
-    assert tolerance(8192) == 41
-    assert tolerance(262144) == 1311
+    assert prompt_tolerance(100) == 16
+    assert prompt_tolerance(8192) == 41
+    assert prompt_tolerance(262144) == 1311
 
 
 async def test_hook_returns_builder() -> None:

@@ -13,7 +13,7 @@ from vllm_helpers import KEY_VAR, TINY_CONFIG, cli, launch_args, processes_using
 
 from infermatrix.core.config import load_config
 from infermatrix.plugins.vllm.describe import kv_tokens_from_log
-from infermatrix.plugins.workload import tolerance
+from infermatrix.plugin import prompt_tolerance
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]  # the first test pays for the vLLM launch
 
@@ -90,7 +90,7 @@ def test_measured_cells_have_real_numbers(run, db):
         assert tps > 0 and ttft > 0 and out > 0 and measured >= 1.5, (c, n)
         assert 0.5 * n <= active <= n + 0.01, (c, n, active)
         assert source == "usage"  # vLLM's continuous usage stats: multi-token chunks counted right
-        assert abs(prompt - c) <= tolerance(c), (c, prompt)
+        assert abs(prompt - c) <= prompt_tolerance(c), (c, prompt)
     # the view is the contract: valid cells carry numbers there
     valid = db.execute("SELECT count(*), count(total_tps) FROM decode_matrix WHERE status = 'valid'").fetchone()
     assert valid[0] == valid[1]
@@ -100,7 +100,7 @@ def test_prefill_probes_hit_their_lengths(run, db):
     rows = db.execute("SELECT context_tokens, prompt_tokens, prompt_tps, ttft_ms, status FROM prefill_list").fetchall()
     assert sorted(r[0] for r in rows) == [256, 1024, 2048]
     for ctx, prompt, tps, ttft, status in rows:
-        assert status == "valid" and abs(prompt - ctx) <= tolerance(ctx) and tps > 0 and ttft > 0
+        assert status == "valid" and abs(prompt - ctx) <= prompt_tolerance(ctx) and tps > 0 and ttft > 0
 
 
 def test_requests_stored_with_server_token_counts(run, db):

@@ -24,7 +24,7 @@ from infermatrix.core.config import RunConfig
 from infermatrix.core.contexts import format_context
 from infermatrix.core.engine.contract import Engine, EngineError
 from infermatrix.core.engine.telemetry import GpuSampler
-from infermatrix.core.registry import make_workload
+from infermatrix.core.workloads import make_workload
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport, down_reason, guarded
 from infermatrix.core.measure.cell import CellRunner
 from infermatrix.core.measure.steady import METRICS_NOT_FOUND
@@ -37,7 +37,7 @@ from infermatrix.core.run.progress import RunProgress
 from infermatrix.core.run.steps import Phase, start_up
 from infermatrix.core.store import Store
 from infermatrix.core.store.telemetry import save_gpu_samples
-from infermatrix.core.types import Capacity, CellResult, EngineInfo, PrefillResult, Prompt
+from infermatrix.core.types import Capacity, CellResult, EngineInfo, PrefillResult, Prompt, Workload
 from infermatrix.core.wallclock import PhaseClock
 
 __all__ = ["MatrixRun", "REJECTED_UNITS"]
@@ -63,7 +63,7 @@ class MatrixRun:
     cells: dict[str, int]  # the outcome's count of saved cells by status, filled in as they are saved
     # set by start():
     runner: CellRunner = field(init=False)
-    workload: Any = field(init=False)
+    workload: Workload = field(init=False)
     capacity: Capacity = field(init=False)
     max_model_len: int | None = field(init=False)
     gauges_state: str = field(init=False)
@@ -110,7 +110,7 @@ class MatrixRun:
         info, _metrics_text, capacity, tokenizer = await start_up(engine, self.client, self.transport, self.console, self._describe, self.clock)
         self.capacity = capacity
         self.max_model_len = info.max_model_len or cfg.engine.max_model_len
-        self.workload = make_workload(self.pm, m, tokenizer, getattr(cfg, "workload", None))
+        self.workload = make_workload(self.pm, m, tokenizer, cfg.workload)
         store.update_run(
             self.run_id, engine=info.engine, engine_version=info.version, model=info.model, hardware={**info.hardware, **cfg.hardware},
             launch_command=info.launch_command, max_model_len=self.max_model_len, kv_tokens=capacity.kv_tokens,

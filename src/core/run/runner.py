@@ -22,8 +22,9 @@ from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.engine.contract import Engine, EngineError, probe_reachable
 from infermatrix.core.engine.detect import AUTO_KIND, Detection, detect_engine, resolve_auto
 from infermatrix.core.redact import redact_text
-from infermatrix.core.registry import build_engine, workload_name
+from infermatrix.core.registry import build_engine
 from infermatrix.core.store import Store, StoreError
+from infermatrix.core.workloads import workload_name
 from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport
 from infermatrix.core.run.matrix import MatrixRun

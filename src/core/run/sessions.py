@@ -1,7 +1,7 @@
 """A workload's own traffic (shared-prefix groups, multi-turn conversations), run after the matrix and the
 load points on the same engine, and saved as one pass (core/store/workload_store.py; docs/workloads.md).
 
-The workload hands over sessions (``Workload.sessions()``); each session's requests go one after the other
+The workload hands over sessions (``SessionWorkload.sessions()``); each session's requests go one after the other
 (the next built from the previous reply), up to ``concurrency`` sessions side by side. Around the pass the
 engine's prefix-cache counters are read, so the reuse the workload implies (each request's ``shared_tokens``
 floored to whole KV blocks) stands beside what the engine says it found, over the same span.
@@ -26,15 +26,11 @@ from infermatrix.core.run.matrix import MatrixRun
 from infermatrix.core.run.progress import RunProgress
 from infermatrix.core.run.steps import Phase
 from infermatrix.core.store.workload_store import pass_done, save_workload_pass
-from infermatrix.core.types import RequestRecord, WorkloadRequest
+from infermatrix.core.types import RequestRecord, Session, SessionWorkload, WorkloadRequest
 
-__all__ = ["has_sessions", "run_sessions", "expected_cached", "DEFAULT_BLOCK_TOKENS"]
+__all__ = ["run_sessions", "expected_cached", "DEFAULT_BLOCK_TOKENS"]
 
 DEFAULT_BLOCK_TOKENS = 16  # a common engine default KV block (docs/workloads.md), when neither the engine nor [workload] says
-
-
-def has_sessions(workload: Any) -> bool:
-    return callable(getattr(workload, "sessions", None))
 
 
 def expected_cached(shared_tokens: int, prompt_tokens: int | None, block: int) -> int:
@@ -65,8 +61,8 @@ class _Pass:
     after: Any = None
 
 
-def _block(mr: MatrixRun) -> tuple[int, str]:
-    own = getattr(mr.workload, "block_tokens", None)
+def _block(mr: MatrixRun, workload: SessionWorkload) -> tuple[int, str]:
+    own = workload.block_tokens
     if own:
         return int(own), "config"
     engine = (mr.capacity.detail or {}).get("block_size") if getattr(mr, "capacity", None) is not None else None
@@ -77,30 +73,30 @@ def _block(mr: MatrixRun) -> tuple[int, str]:
 
 async def run_sessions(mr: MatrixRun, retry_errors: bool = False) -> None:
     """The workload's pass, when it has one and it is not saved yet."""
-    if not has_sessions(mr.workload) or pass_done(mr.store, mr.run_id, retry_errors):
+    workload = mr.workload
+    if not isinstance(workload, SessionWorkload) or pass_done(mr.store, mr.run_id, retry_errors):
         return
-    name = getattr(mr.workload, "name", "workload")
     with RunProgress(mr.console, 1) as progress:
         mr.phase = Phase(progress.on_phase, mr.clock)
         mr.runner.on_tokens, mr.runner.on_phase = progress.on_tokens, mr.phase
-        label = str(name)
+        label = workload.name
         progress.cell(label)
         await mr.ensure_up()
         started_at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
         state = _Pass()
         status, reason, recover = "valid", None, False
         try:
-            await guarded(mr.engine, mr.client, mr.transport, lambda: _send_pass(mr, state))
+            await guarded(mr.engine, mr.client, mr.transport, lambda: _send_pass(mr, workload, state))
         except EngineDown as down:
             (reason, _), status, recover = await mr.went_down(down.why), "error", True
         except StepFailed as exc:
             status, reason = "error", f"failed in {mr.phase.now}: {exc.why}"
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                row, reqs = _rows(mr, state, "interrupted", "run interrupted during the workload pass (resume runs it again)")
+                row, reqs = _rows(mr, workload, state, "interrupted", "run interrupted during the workload pass (resume runs it again)")
                 save_workload_pass(mr.store, mr.run_id, {**row, "started_at": started_at, "finished_at": _now()}, reqs)
             raise
-        row, reqs = _rows(mr, state, status, reason)
+        row, reqs = _rows(mr, workload, state, status, reason)
         row.update(started_at=started_at, finished_at=_now())
         if row.get("reason"):
             row["reason"] = mr.engine.redact(row["reason"])
@@ -125,19 +121,19 @@ def _detail(row: dict[str, Any]) -> str:
     return text
 
 
-async def _send_pass(mr: MatrixRun, state: _Pass) -> None:
+async def _send_pass(mr: MatrixRun, workload: SessionWorkload, state: _Pass) -> None:
     """Build the sessions, read the counters, run the sessions, read the counters again."""
     runner, phase = mr.runner, mr.phase
     phase("prompts")
-    sessions = await mr.workload.sessions()
+    sessions = await workload.sessions()
     state.sessions = len(sessions)
-    limit = anyio.Semaphore(max(1, int(getattr(mr.workload, "concurrency", None) or len(sessions) or 1)))
+    limit = anyio.Semaphore(max(1, int(workload.concurrency or len(sessions) or 1)))
     phase("metrics")
     state.before = await runner.gauges.read()
     state.span_start = time.monotonic()
     phase("measure")
 
-    async def one_session(index: int, session: Any) -> None:
+    async def one_session(index: int, session: Session) -> None:
         async with limit:
             reply: str | None = None
             prompt_tokens: int | None = None
@@ -198,9 +194,9 @@ def _number(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def _rows(mr: MatrixRun, state: _Pass, status: str, reason: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _rows(mr: MatrixRun, workload: SessionWorkload, state: _Pass, status: str, reason: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The pass's row (implied reuse beside the engine's counters) and its request rows."""
-    block, source = _block(mr)
+    block, source = _block(mr, workload)
     reqs = [_request_row(s, block) for s in state.sent]
     prefilled = [r for r in reqs if r["first_token"] is not None and r["prompt_tokens"]]
     prompt = sum(r["prompt_tokens"] for r in prefilled)
@@ -212,11 +208,10 @@ def _rows(mr: MatrixRun, state: _Pass, status: str, reason: str | None) -> tuple
     if status == "valid" and failed:
         first = next((r["error"] or r["outcome"] for r in reqs if r["outcome"] != "ok"), "")
         status, reason = "error", f"{failed} of {len(reqs)} requests failed (first: {first})"
-    describe = getattr(mr.workload, "describe", None)
     row: dict[str, Any] = {
-        "workload": getattr(mr.workload, "name", "workload"), "params": describe() if callable(describe) else None,
+        "workload": workload.name, "params": workload.describe(),
         "block_tokens": block, "block_source": source, "sessions": state.sessions,
-        "concurrency": getattr(mr.workload, "concurrency", None), "requests": len(reqs), "failed": failed,
+        "concurrency": workload.concurrency, "requests": len(reqs), "failed": failed,
         "prompt_tokens": prompt, "expected_cached_tokens": expected, "implied_reuse": expected / prompt if prompt else None,
         "engine_queries": queries, "engine_hits": hits, "engine_hit_rate": hits / queries if queries and hits is not None else None,
         "engine_note": deltas.get("prefix_cache_note"), "span_start": state.span_start, "span_end": state.span_end,
