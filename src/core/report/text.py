@@ -107,8 +107,8 @@ def _long_table(console: Console, t: Table) -> None:
 
 _JUSTIFY: dict[str, JustifyMethod] = {"l": "left", "r": "right"}
 _LIST = {"box": box.SIMPLE_HEAD, "show_edge": False, "header_style": "bold", "pad_edge": False}
-# How each kind of table looks on a terminal (the HTML report styles the same names in its CSS); a list table
-# (the default) never folds a number, only the label column of the tables named in _FOLDS.
+# How each kind of table (Table.name, the HTML report's table class) looks on a terminal; a list table (the
+# default) never folds a number, only the label column of the tables named in _FOLDS.
 _LOOKS: dict[str, dict[str, Any]] = {
     "prefill": {"show_edge": False, "header_style": "bold"},
     "matrix": {"show_lines": True, "header_style": "bold"},
