@@ -28,7 +28,7 @@ from infermatrix.core.report import (
 )
 from infermatrix.core.report.compare import FOOTNOTE, VERDICT_STYLES
 from infermatrix.core.report.compare_data import METRICS, SAME_WITHIN, verdict
-from infermatrix.core.report.compare_html import COMPARE_KEYS
+from infermatrix.core.report.json_report import COMPARE_KEYS
 from infermatrix.core.report.data import fmt_ms, fmt_tps
 from infermatrix.core.store import Store, StoreError
 from report_expect import REFERENCE_PAGE

@@ -49,9 +49,10 @@ WORKLOAD = {"workload": "multi-turn", "status": "valid", "requests": 4, "failed"
             "engine_hit_rate": 0.25}  # fmt: skip
 
 
-def fill_load_run(s: Store) -> str:
-    """A run with two valid rate points, a client-bound one, a trace point and a multi-turn pass; its id."""
-    run = s.create_run({"engine": "sim", "status": "completed"})
+def fill_load_run(s: Store, run: str | None = None) -> str:
+    """A run (``run``, else a new one) with two valid rate points, a client-bound one, a trace point and a multi-turn
+    pass; its id."""
+    run = run or s.create_run({"engine": "sim", "status": "completed"})
     for p in (VALID, VALID_2, BOUND):
         save_point(s, run, p, [])
     save_point(s, run, TRACE, TRACE_REQUESTS)

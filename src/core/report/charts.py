@@ -6,10 +6,9 @@ the decode matrix as a heatmap, and TTFT / TBT percentile bands from latency_per
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from infermatrix.core.contexts import format_context, parse_context
 from infermatrix.core.report.data import ReportData, fmt_ms, fmt_tps, status_label
+from infermatrix.core.report.model import Chart
 from infermatrix.core.report.svg_heatmap import HeatCell, heatmap, sequential_colour
 from infermatrix.core.report.svg_plot import Series, compact_number, line_chart
 
@@ -17,14 +16,6 @@ __all__ = ["Chart", "report_charts", "CHART_IDS"]
 
 CHART_IDS = ("total-tps", "per-request-tps", "prefill-tps", "prefill-ttft", "decode-heatmap", "ttft-percentiles", "tbt-percentiles")
 _SHORT_STATUS = {"over_capacity": "Over cap.", "client_bound": "Client bd.", "admission_limited": "Adm. lim."}
-
-
-@dataclass
-class Chart:
-    chart_id: str
-    title: str
-    caption: str
-    svg: str
 
 
 def _context_axis(v: float) -> str:

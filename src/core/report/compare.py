@@ -25,9 +25,10 @@ from infermatrix.core.report.compare_data import (
     verdict,
 )
 from infermatrix.core.report.fmt import DASH, fmt_tps
-from infermatrix.core.report.markdown import md_escape, md_table, slo_markdown
-from infermatrix.core.report.slo_report import load_slo_report, slo_tables
-from infermatrix.core.report.text import slo_sections
+from infermatrix.core.report.markdown import markdown_sections, md_escape, md_table
+from infermatrix.core.report.sections import slo_sections
+from infermatrix.core.report.slo_report import load_slo_report
+from infermatrix.core.report.text import draw_sections
 from infermatrix.core.store import Store
 
 __all__ = [
@@ -198,7 +199,7 @@ def render_compare_text(store: Store, run_ids: list[str], console: Console) -> N
         for line_cells in grid:
             t.add_row(*line_cells)
         console.print(t)
-    slo_sections(console, slo_tables(load_slo_report(store, run_ids), many_runs=True))
+    draw_sections(console, slo_sections(load_slo_report(store, run_ids), many_runs=True))
     for line in footnote_lines(cmp):
         console.print(Text(line, style="dim"))
 
@@ -229,6 +230,6 @@ def render_compare_markdown(store: Store, run_ids: list[str]) -> str:
     if cmp.best:
         header, grid = best_grid(cmp)
         out += ["## Best run per cell", "", md_escape(BEST_CAPTION), "", md_table(header, grid, "r" * len(header)), ""]
-    out += slo_markdown(slo_tables(load_slo_report(store, run_ids), many_runs=True))
+    out += markdown_sections(slo_sections(load_slo_report(store, run_ids), many_runs=True))
     out += [md_escape(line) for line in footnote_lines(cmp)]
     return "\n".join(out) + "\n"

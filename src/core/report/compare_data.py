@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infermatrix.core.contexts import format_context, parse_context
-from infermatrix.core.report.fmt import DASH, fmt_ms, fmt_tokens, fmt_tps, status_label
+from infermatrix.core.report.fmt import fmt_ms, fmt_ratio, fmt_tokens, fmt_tps, status_label
+from infermatrix.core.report.query import view_rows
 from infermatrix.core.store import Store, StoreError
 
 __all__ = [
@@ -59,10 +60,6 @@ def verdict(metric: str, ratio: float | None) -> str | None:
     if abs(ratio - 1) < SAME_WITHIN:
         return "same"
     return "better" if score > 0 else "worse"
-
-
-def fmt_ratio(r: float | None) -> str:
-    return DASH if r is None else f"×{r:.2f}"
 
 
 @dataclass
@@ -222,8 +219,7 @@ def load_comparison(store: Store, run_ids: list[str]) -> Comparison:
     letters = dict(zip(ids, string.ascii_uppercase))
     decode = {}
     for rid in ids:
-        cols, rows = store.query("SELECT * FROM decode_matrix WHERE run_id = ?", [rid])
-        decode[rid] = {(r["context_tokens"], r["concurrency"]): r for r in (dict(zip(cols, x)) for x in rows)}
+        decode[rid] = {(r["context_tokens"], r["concurrency"]): r for r in view_rows(store, "SELECT * FROM decode_matrix WHERE run_id = ?", [rid])}
     pairs = {b: _pair(store, ids[0], b, decode) for b in ids[1:]}
     diffs, unknown = _method(store, runs, letters)
     return Comparison(runs, letters, pairs, _best(decode), diffs, unknown, decode)

@@ -25,14 +25,14 @@ from infermatrix.core.report.fmt import (  # re-exported: renderers and the CLI 
     fmt_tps,
     status_label,
 )
-from infermatrix.core.report.openloop import load_point_rows
-from infermatrix.core.report.workload_report import WorkloadReport, load_workload_report
-from infermatrix.core.report.trace_report import load_trace_rows
+from infermatrix.core.report.query import view_rows
 from infermatrix.core.report.slo_report import SloReport, load_slo_report
 from infermatrix.core.store import Store, StoreError
+from infermatrix.core.store.points import has_points
 
 __all__ = [
     "ReportData",
+    "WorkloadReport",
     "load_report",
     "DASH",
     "STATUS_LABELS",
@@ -49,6 +49,16 @@ __all__ = [
 
 
 @dataclass
+class WorkloadReport:
+    """A run's workload pass (docs/workloads.md)."""
+
+    reuse: dict[str, Any] | None = None  # the prefix_reuse row
+    bands: list[dict[str, Any]] = field(default_factory=list)  # ttft_by_cached_fraction, by band
+    turns: list[dict[str, Any]] = field(default_factory=list)  # the turns view, by turn
+    params: dict[str, Any] | None = None  # the pass's parameters as run (workload_passes.params), for the header
+
+
+@dataclass
 class ReportData:
     """One run: its runs row and its rows of prefill_list, decode_matrix, latency_percentiles, and
     decode_details (why each cell has its status), each list in context/concurrency order."""
@@ -59,7 +69,7 @@ class ReportData:
     latency: list[dict[str, Any]] = field(default_factory=list)
     details: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
     points: list[dict[str, Any]] = field(default_factory=list)  # open-loop points (load_points view), in point order
-    traces: list[dict[str, Any]] = field(default_factory=list)  # trace-replay points with their arrivals (trace_report.py)
+    traces: list[dict[str, Any]] = field(default_factory=list)  # trace-replay points with their arrivals (load_trace_rows)
     slo: SloReport = field(default_factory=SloReport)  # SLO, capacity, frontier, engine statistics (docs/slo.md)
     workload: WorkloadReport = field(default_factory=WorkloadReport)  # a workload's own pass (docs/workloads.md)
 
@@ -114,9 +124,51 @@ def _latency_order(r: dict[str, Any]) -> tuple:
     return (parse_context(r["context_label"]), r["concurrency"], _METRIC_ORDER.get(r["metric"], 9), r["metric"])
 
 
-def _rows(store: Store, sql: str, run_id: str) -> list[dict[str, Any]]:
-    cols, rows = store.query(sql, [run_id])
-    return [dict(zip(cols, r)) for r in rows]
+def _has_table(store: Store, name: str) -> bool:
+    _, found = store.query("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name])
+    return bool(found and found[0][0])
+
+
+def load_point_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """The run's ``load_points`` rows in point order (none where the store predates them)."""
+    if not has_points(store):
+        return []
+    # With the settings each point used (the points table's), for the header's rows (point_settings.py).
+    return view_rows(store, "SELECT v.*, p.duration_s, p.max_output FROM load_points v JOIN points p USING (run_id, point) "
+                            "WHERE v.run_id = ? ORDER BY v.point", [run_id])  # fmt: skip
+
+
+def load_trace_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """One dict per trace point of the run: its trace_points row, its load_points figures, and ``arrivals``
+    (the trace_arrivals rows, per second). None where the store predates trace points."""
+    if not _has_table(store, "trace_arrivals"):
+        return []
+    rows = view_rows(
+        store,
+        "SELECT t.*, p.label, p.status, p.reason, p.requested_rate, p.achieved_rate, p.scheduled, p.sent, p.completed, "
+        "p.lag_p50_ms, p.lag_p99_ms, p.lag_bound_ms, p.ttft_p50_ms, p.ttft_p99_ms, p.e2e_p50_ms, p.output_tps "
+        "FROM trace_points t JOIN load_points p USING (run_id, point) WHERE t.run_id = ? ORDER BY t.point",
+        [run_id],
+    )
+    for row in rows:
+        row["arrivals"] = view_rows(store, "SELECT second, requested, sent, lag_max_ms FROM trace_arrivals WHERE run_id = ? AND point = ? "
+                                           "ORDER BY second", [run_id, row["point"]])  # fmt: skip
+    return rows
+
+
+def load_workload_report(store: Store, run_id: str) -> WorkloadReport:
+    """The run's workload pass (empty where it has none, or the store predates the tables)."""
+    if not _has_table(store, "prefix_reuse"):
+        return WorkloadReport()
+    reuse = view_rows(store, "SELECT * FROM prefix_reuse WHERE run_id = ?", [run_id])
+    params = view_rows(store, "SELECT params FROM workload_passes WHERE run_id = ?", [run_id])
+    raw = params[0]["params"] if params else None
+    return WorkloadReport(
+        reuse=reuse[0] if reuse else None,
+        params=json.loads(raw) if isinstance(raw, str) else raw,
+        bands=view_rows(store, "SELECT * FROM ttft_by_cached_fraction WHERE run_id = ? ORDER BY band", [run_id]),
+        turns=view_rows(store, "SELECT * FROM turns WHERE run_id = ? ORDER BY turn", [run_id]),
+    )
 
 
 def load_report(store: Store, run_id: str | None) -> ReportData:
@@ -125,24 +177,24 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
     run = store.get_run(run_id)
     if run is None:  # resolve_run just found it; only a concurrent delete gets here
         raise StoreError(f"no run {run_id!r} in {store.path}")
-    details = _rows(
+    details = view_rows(
         store,
         "SELECT context_tokens, concurrency, reason, requests, failed_requests, looped_requests, token_source "
         "FROM decode_details WHERE run_id = ?",
-        run_id,
+        [run_id],
     )
     flags = {
         (r["context_tokens"], r["concurrency"]): r["flags"]
-        for r in _rows(store, "SELECT context_tokens, concurrency, flags FROM cells WHERE run_id = ?", run_id)
+        for r in view_rows(store, "SELECT context_tokens, concurrency, flags FROM cells WHERE run_id = ?", [run_id])
     }
     for key, d in {(d["context_tokens"], d["concurrency"]): d for d in details}.items():
         raw = flags.get(key)
         d["flags"] = json.loads(raw) if isinstance(raw, str) else (raw or {})
     return ReportData(
         run=run,
-        prefill=_rows(store, "SELECT * FROM prefill_list WHERE run_id = ? ORDER BY context_tokens", run_id),
-        decode=_rows(store, "SELECT * FROM decode_matrix WHERE run_id = ? ORDER BY context_tokens, concurrency", run_id),
-        latency=sorted(_rows(store, "SELECT * FROM latency_percentiles WHERE run_id = ?", run_id), key=_latency_order),
+        prefill=view_rows(store, "SELECT * FROM prefill_list WHERE run_id = ? ORDER BY context_tokens", [run_id]),
+        decode=view_rows(store, "SELECT * FROM decode_matrix WHERE run_id = ? ORDER BY context_tokens, concurrency", [run_id]),
+        latency=sorted(view_rows(store, "SELECT * FROM latency_percentiles WHERE run_id = ?", [run_id]), key=_latency_order),
         details={(d["context_tokens"], d["concurrency"]): d for d in details},
         points=load_point_rows(store, run_id),
         traces=load_trace_rows(store, run_id),

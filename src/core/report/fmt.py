@@ -13,8 +13,14 @@ __all__ = [
     "STATUS_LABELS",
     "fmt_tps",
     "fmt_ms",
+    "fmt_ms_plain",
     "fmt_int",
     "fmt_float1",
+    "fmt_float2",
+    "fmt_pct",
+    "fmt_share",
+    "fmt_usd",
+    "fmt_ratio",
     "fmt_seconds",
     "fmt_tokens",
     "fmt_duration",
@@ -68,6 +74,14 @@ def fmt_ms(v: float | None) -> str:
     return f"{v:.1f} ms"
 
 
+def fmt_ms_plain(v: float | None) -> str:
+    """Milliseconds in a table whose caption says "in ms" (open-loop, trace, workload): ``1806 -> "1,806"``,
+    ``6.25 -> "6.2"`` (one decimal below 100, none from 100)."""
+    if _missing(v):
+        return DASH
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
 def fmt_int(v: int | float | None) -> str:
     """``238487 -> "238,487"``."""
     if _missing(v):
@@ -80,6 +94,41 @@ def fmt_float1(v: float | None) -> str:
     if _missing(v):
         return DASH
     return f"{float(v):,.1f}"
+
+
+def fmt_float2(v: float | None) -> str:
+    """Two decimals: an achieved rate ``3.83``, good requests per second ``0.27``."""
+    if _missing(v):
+        return DASH
+    return f"{float(v):.2f}"
+
+
+def fmt_pct(v: float | None) -> str:
+    """A workload's share of tokens: ``0.24 -> "24.0%"`` (the workload section's style; SLO shares use fmt_share)."""
+    if _missing(v):
+        return DASH
+    return f"{v:.1%}"
+
+
+def fmt_share(v: float | None) -> str:
+    """An SLO or engine share: ``0.9731 -> "97.3 %"``."""
+    if _missing(v):
+        return DASH
+    return f"{100.0 * v:.1f} %"
+
+
+def fmt_usd(v: float | None) -> str:
+    """Dollars per million tokens: ``0.4123 -> "$0.412"``, ``12.5 -> "$12.50"``."""
+    if _missing(v):
+        return DASH
+    return f"${v:.3f}" if v < 1 else f"${v:,.2f}"
+
+
+def fmt_ratio(r: float | None) -> str:
+    """A comparison's other run / baseline: ``1.304 -> "×1.30"``."""
+    if _missing(r):
+        return DASH
+    return f"×{r:.2f}"
 
 
 def fmt_seconds(v: float | None) -> str:

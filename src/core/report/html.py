@@ -1,4 +1,5 @@
-"""The report as one self-contained HTML page: the tables of the text report plus inline SVG charts.
+"""The report as one self-contained HTML page: the report's sections (core/report/sections/), as the text report
+has them, plus inline SVG charts.
 
 Everything is inline (CSS, SVG); there is no script and nothing to fetch, so the file opens
 offline, can be mailed or attached to an issue, and prints.
@@ -9,26 +10,14 @@ from __future__ import annotations
 import datetime as dt
 
 from infermatrix import __version__
-from infermatrix.core.report.charts import report_charts
 from infermatrix.core.report.data import ReportData, load_report
-from infermatrix.core.report.html_page import esc, page, table
-from infermatrix.core.report.layout import (
-    LONG_COLUMNS,
-    LONG_NOTE,
-    cell_notes,
-    header_sections,
-    legend_lines,
-    long_rows,
-    matrix_cell,
-    title_lines,
-)
-from infermatrix.core.report.frontier_chart import frontier_charts
-from infermatrix.core.report.load_sections import Note, load_sections, rate_points
-from infermatrix.core.report.openloop_chart import openloop_chart
-from infermatrix.core.report.slo_report import SloReport, SloTable, slo_tables
+from infermatrix.core.report.html_page import esc, figure, page, table
+from infermatrix.core.report.layout import header_sections, title_lines
+from infermatrix.core.report.model import Block, Bullets, Cell, Legend, Note, Notice, Paragraph, Section, Table
+from infermatrix.core.report.sections import report_sections
 from infermatrix.core.store import Store
 
-__all__ = ["render_html", "html_of"]
+__all__ = ["render_html", "html_of", "html_sections"]
 
 
 def _facts(d: ReportData) -> str:
@@ -42,111 +31,54 @@ def _facts(d: ReportData) -> str:
     return out
 
 
-def _prefill(d: ReportData) -> str:
-    if not d.prefill:
-        return ""
-    rows, classes = [], []
-    for status, c in long_rows(d)[: len(d.prefill)]:
-        rows.append([f"{c[1]} context", c[4], c[6], c[3]])
-        classes.append(f"st-{status}")
-    return (
-        '<h2 id="prefill">Prefill</h2><p class="caption">prompt tok/s by context length</p>'
-        + table(["Context", "Prompt tok/s", "TTFT", "Status"], rows, align="rrrl", cls="prefill", row_classes=classes)
-    )
+def _cell(t: Table, k: int, i: int, c: str | Cell) -> str:
+    if i == t.status_col and t.statuses:  # the cell that says the status, in the status's look
+        return f'<span class="st-{esc(t.statuses[k])}">{esc(c)}</span>'
+    return esc(c)
 
 
-def _matrix(d: ReportData) -> str:
-    if not d.decode:
-        return ""
-    head = '<th scope="col">Context</th>' + "".join(f'<th scope="col">{n}</th>' for n in d.concurrencies)
+def _grid(t: Table) -> str:
+    """The decode matrix: rows labelled by their first column, each cell a number over its TTFT, or a status."""
+    head = "".join(f'<th scope="col">{esc(h)}</th>' for h in t.header)
     body = []
-    for ctx in d.contexts:
-        cells = [d.cell(ctx, n) for n in d.concurrencies]
-        label = next(r["context_label"] for r in cells if r is not None)
+    for label, *cells in t.rows:
         tds = []
-        for r in cells:
-            first, second, status = matrix_cell(r)
-            if second is not None:
-                tds.append(f'<td class="st-{status}"><span class="tps">{esc(first)}</span><span class="ttft">{esc(second)}</span></td>')
+        for c in cells:
+            assert isinstance(c, Cell)
+            if c.under is not None:
+                tds.append(f'<td class="st-{esc(c.status)}"><span class="tps">{esc(c.text)}</span><span class="ttft">{esc(c.under)}</span></td>')
             else:
-                tds.append(f'<td class="st-{esc(status)}">{esc(first)}</td>')
+                tds.append(f'<td class="st-{esc(c.status)}">{esc(c.text)}</td>')
         body.append(f'<tr><th scope="row">{esc(label)}</th>{"".join(tds)}</tr>')
-    legend = "".join(f"<p>{esc(line)}</p>" for line in legend_lines(d))
-    notes = cell_notes(d)
-    listed = f'<ul class="notes">{"".join(f"<li>{esc(n)}</li>" for n in notes)}</ul>' if notes else ""
-    return (
-        '<h2 id="decode">Sustained decode</h2>'
-        '<p class="caption">total tok/s · rows are context length, columns are simultaneous requests</p>'
-        f'<div class="scroll"><table class="matrix"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
-        f'<div class="legend">{legend}</div>{listed}'
-    )
+    return f'<div class="scroll"><table class="{esc(t.name)}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
-def _charts(d: ReportData) -> str:
-    charts, notes = report_charts(d)
-    if not charts:
-        return ""
-    figures = "".join(
-        f'<figure class="chart" data-chart="{esc(c.chart_id)}"><figcaption><b>{esc(c.title)}</b>{esc(c.caption)}</figcaption>{c.svg}</figure>'
-        for c in charts
-    )
-    extra = "".join(f'<p class="muted">{esc(n)}</p>' for n in notes)
-    return f'<h2 id="charts">Charts</h2><div class="charts">{figures}</div>{extra}'
+def _block(b: Block) -> str:
+    if isinstance(b, Table):
+        if b.grid:
+            return f'<p class="caption">{esc(b.caption)}</p>{_grid(b)}'
+        rows = [[_cell(b, k, i, c) for i, c in enumerate(row)] for k, row in enumerate(b.rows)]
+        return f'<p class="caption">{esc(b.caption)}</p>' + table(b.header, rows, align=b.align, cls=b.name,
+                                                                 row_classes=[f"st-{s}" for s in b.statuses], raw=True)
+    if isinstance(b, (Note, Notice)):
+        return f'<p class="muted">{esc(b.text)}</p>'
+    if isinstance(b, Paragraph):
+        return f"<p>{esc(b.text)}</p>"
+    if isinstance(b, Legend):
+        return f'<div class="legend">{"".join(f"<p>{esc(line)}</p>" for line in b.lines)}</div>'
+    if isinstance(b, Bullets):
+        return f'<ul class="notes">{"".join(f"<li>{esc(n)}</li>" for n in b.items)}</ul>'
+    return f'<div class="charts">{"".join(map(figure, b.charts))}</div>'
 
 
-def slo_html(r: SloReport, labels: dict[str, str], many_runs: bool = False) -> str:
-    """The SLO, capacity, frontier and engine tables, and one frontier chart per context (docs/slo.md)."""
+def html_sections(sections: list[Section]) -> str:
+    """Report sections (core/report/model.py) as HTML: an anchored ``h2`` title, then each block."""
     out = []
-    for t in slo_tables(r, many_runs):
-        slug = "".join(ch if ch.isalnum() else "-" for ch in t.title.lower()).strip("-")
-        out.append(f'<h2 id="{esc(slug)}">{esc(t.title)}</h2><p class="caption">{esc(t.caption)}</p>'
-                   + table(t.header, t.rows, align=t.align, cls="slo"))  # fmt: skip
-    charts = frontier_charts(r, labels)
-    if charts:
-        figures = "".join(
-            f'<figure class="chart" data-chart="{esc(cid)}"><figcaption><b>{esc(title)}</b>{esc(caption)}</figcaption>{svg}</figure>'
-            for cid, title, caption, svg in charts
-        )
-        out.append(f'<h2 id="frontier-charts">Frontier charts</h2><div class="charts">{figures}</div>')
+    for s in sections:
+        if s.title:
+            out.append(f'<h2 id="{esc(s.slug)}">{esc(s.title)}</h2>')
+        out += map(_block, s.blocks)
     return "".join(out)
-
-
-def _load(d: ReportData) -> str:
-    """The open-loop, trace-replay and workload sections (core/report/load_sections.py), and the open-loop
-    latency-vs-rate chart under the open-loop table."""
-    out = []
-    for s in load_sections(d):
-        out.append(f'<h2 id="{esc(s.slug)}">{esc(s.title)}</h2>')
-        first = True
-        for b in s.blocks:
-            if isinstance(b, SloTable):
-                classes = [f"st-{st}" for st in s.statuses] if first else None  # the section's main table: a row per point
-                out.append(f'<p class="caption">{esc(b.caption)}</p>'
-                           + table(b.header, b.rows, align=b.align, cls=s.slug if first else f"{s.slug}-more", row_classes=classes))  # fmt: skip
-                first = False
-            elif isinstance(b, Note):
-                out.append(f'<p class="muted">{esc(b.text)}</p>')
-            else:
-                out.append(f"<p>{esc(b)}</p>")
-        chart = openloop_chart(rate_points(d)) if s.slug == "open-loop" else None
-        if chart:
-            cid, caption, svg = chart
-            out.append(f'<div class="charts"><figure class="chart" data-chart="{esc(cid)}"><figcaption><b>Latency vs rate</b>'
-                       f"{esc(caption)}</figcaption>{svg}</figure></div>")  # fmt: skip
-    return "".join(out)
-
-
-def _long(d: ReportData) -> str:
-    if not (d.prefill or d.decode):
-        if d.points or d.workload.reuse:
-            return ""
-        return '<p class="muted">No measurements saved for this run yet.</p>'
-    lines = long_rows(d)
-    rows = [[*map(esc, c[:3]), f'<span class="st-{esc(s)}">{esc(c[3])}</span>', *map(esc, c[4:])] for s, c in lines]
-    return (
-        f'<h2 id="all">All measurements</h2><p class="caption">{esc(LONG_NOTE)}</p>'
-        + table(LONG_COLUMNS, rows, align="llrl" + "r" * 8, cls="long", row_classes=[f"st-{s}" for s, _ in lines], raw=True)
-    )
 
 
 def html_of(d: ReportData) -> str:
@@ -155,8 +87,7 @@ def html_of(d: ReportData) -> str:
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = (
         f'<header><h1>{esc(title)}</h1><p class="subtitle">{esc(second)}</p><p class="summary">{esc(summary)}</p></header>'
-        + _facts(d) + _prefill(d) + _matrix(d) + _charts(d)
-        + slo_html(d.slo, {d.run_id: f"{d.run_id} ({d.run.get('engine') or '?'})"}) + _long(d) + _load(d)
+        + _facts(d) + html_sections(report_sections(d, charts=True))
         + f"<footer>Run {esc(d.run_id)} · generated by infermatrix {esc(__version__)} at {now} from the database's views. "
         "A self-contained page: no scripts, nothing loaded from the network.</footer>"
     )

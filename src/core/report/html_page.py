@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-__all__ = ["CSS", "page", "table", "esc"]
+from infermatrix.core.report.model import Chart
+
+__all__ = ["CSS", "page", "table", "esc", "figure"]
 
 CSS = """
 :root { --fg:#111827; --muted:#6b7280; --bg:#ffffff; --panel:#f9fafb; --line:#e5e7eb; --accent:#1d4ed8;
@@ -86,3 +88,8 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, align: str = 
         body.append(f"<tr{extra}>{cells}</tr>")
     klass = f' class="{esc(cls)}"' if cls else ""
     return f'<div class="scroll"><table{klass}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def figure(c: Chart) -> str:
+    """One chart with its title and caption (a grid of them: ``<div class="charts">``)."""
+    return f'<figure class="chart" data-chart="{esc(c.chart_id)}"><figcaption><b>{esc(c.title)}</b>{esc(c.caption)}</figcaption>{c.svg}</figure>'

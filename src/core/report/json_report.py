@@ -1,4 +1,4 @@
-"""The report as plain JSON-ready data: view rows under stable keys, for scripts and dashboards."""
+"""The report and the comparison as plain JSON-ready data: view rows under stable keys, for scripts and dashboards."""
 
 from __future__ import annotations
 
@@ -6,15 +6,20 @@ import datetime as dt
 import math
 from typing import Any
 
+from infermatrix.core.report.compare_data import METRICS, Comparison, load_comparison, verdict
 from infermatrix.core.report.data import ReportData, load_report
 from infermatrix.core.store import Store
 
-__all__ = ["render_json", "json_of", "REPORT_FORMAT", "REPORT_VERSION", "TOP_KEYS"]
+__all__ = ["render_json", "json_of", "REPORT_FORMAT", "REPORT_VERSION", "TOP_KEYS", "render_compare_json", "compare_json_of",
+           "COMPARE_FORMAT", "COMPARE_VERSION", "COMPARE_KEYS"]
 
 REPORT_FORMAT = "infermatrix.report"
 REPORT_VERSION = 1
 # Top-level keys, always present (lists may be empty). Row keys are the views' columns.
 TOP_KEYS = ("format", "version", "run", "prefill", "decode", "latency", "slo", "trace", "points", "workload")
+COMPARE_FORMAT = "infermatrix.compare"
+COMPARE_VERSION = 1
+COMPARE_KEYS = ("format", "version", "baseline", "runs", "method", "pairs", "best")
 
 
 def _plain(v: Any) -> Any:
@@ -66,3 +71,39 @@ def json_of(d: ReportData) -> dict[str, Any]:
 def render_json(store: Store, run_id: str | None) -> dict[str, Any]:
     """The report of ``run_id`` (prefix ok; ``None`` = latest run) as a JSON-serialisable dict."""
     return json_of(load_report(store, run_id))
+
+
+def compare_json_of(cmp: Comparison) -> dict[str, Any]:
+    """``{format, version, baseline, runs, method, pairs, best}``; ratios are other / baseline."""
+    pairs = []
+    for pair in cmp.pairs.values():
+        pairs.append({
+            "run_a": cmp.baseline,
+            "run_b": pair.run_b,
+            "cells": [{
+                "context_label": c.context_label, "context_tokens": c.context_tokens, "concurrency": c.concurrency,
+                "metrics": {m.key: {"value_a": a, "value_b": b, "ratio": r, "verdict": verdict(m.key, r)}
+                            for m in METRICS for a, b, r in [c.values.get(m.key, (None, None, None))]},
+            } for c in pair.cells],
+            "one_sided": [{"context_label": o.context_label, "context_tokens": o.context_tokens, "concurrency": o.concurrency,
+                           "valid_in": pair.run_b if o.valid_in == "b" else cmp.baseline, "a": o.a, "b": o.b} for o in pair.one_sided],
+            "geomean": {m.key: pair.geomean.get(m.key) for m in METRICS},
+        })
+    return _plain({
+        "format": COMPARE_FORMAT,
+        "version": COMPARE_VERSION,
+        "baseline": cmp.baseline,
+        "runs": [{"letter": cmp.letters[rid], **{k: run.get(k) for k in (
+            "run_id", "name", "engine", "engine_version", "model", "status", "source", "duration_s", "max_output",
+            "api", "prompt_mode", "token_source", "started_at")}} for rid, run in cmp.runs.items()],
+        "method": {"differs": cmp.method_diffs, "not_recorded": cmp.method_unknown},
+        "pairs": pairs,
+        "best": [{"context_label": b.context_label, "context_tokens": b.context_tokens, "concurrency": b.concurrency,
+                  "run_id": b.best, "total_tps": b.total_tps, "runner_up": b.runner_up, "margin": b.margin, "same": b.same}
+                 for b in cmp.best],
+    })
+
+
+def render_compare_json(store: Store, run_ids: list[str]) -> dict[str, Any]:
+    """The comparison of ``run_ids`` (the first is the baseline) as a JSON-serialisable dict."""
+    return compare_json_of(load_comparison(store, run_ids))

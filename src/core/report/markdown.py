@@ -1,25 +1,17 @@
-"""The report as GitHub-flavoured Markdown (same content as the terminal report)."""
+"""The report as GitHub-flavoured Markdown (same content as the terminal report): the header, then the report's
+sections (core/report/sections/) block by block."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from infermatrix.core.report.data import ReportData, load_report
-from infermatrix.core.report.layout import (
-    LONG_COLUMNS,
-    LONG_NOTE,
-    cell_notes,
-    header_sections,
-    legend_lines,
-    long_rows,
-    matrix_cell,
-    title_lines,
-)
-from infermatrix.core.report.load_sections import LoadSection, Note, load_sections
-from infermatrix.core.report.slo_report import SloTable, slo_tables
+from infermatrix.core.report.layout import header_sections, title_lines
+from infermatrix.core.report.model import Block, Bullets, Cell, Legend, Note, Notice, Paragraph, Section, Table
+from infermatrix.core.report.sections import report_sections
 from infermatrix.core.store import Store
 
-__all__ = ["render_markdown", "markdown_of", "md_table", "md_escape"]
+__all__ = ["render_markdown", "markdown_of", "markdown_sections", "md_table", "md_escape"]
 
 
 def md_escape(text: str) -> str:
@@ -62,62 +54,42 @@ def markdown_of(d: ReportData) -> str:
     if d.run.get("launch_command"):
         out += ["### Launch command", "", _fence(d.run["launch_command"]), ""]
 
-    if d.prefill:
-        rows = [[f"{c[1]} context", c[4], c[6], c[3]] for _, c in long_rows(d)[: len(d.prefill)]]
-        out += ["## Prefill", "", "prompt tok/s by context length", "",
-                md_table(["Context", "Prompt tok/s", "TTFT", "Status"], rows, "rrrl"), ""]
-
-    if d.decode:
-        rows = []
-        for ctx in d.contexts:
-            cells = [d.cell(ctx, n) for n in d.concurrencies]
-            label = next(r["context_label"] for r in cells if r is not None)
-            shown = []
-            for r in cells:
-                first, under, status = matrix_cell(r)
-                if under:
-                    shown.append(f"{md_escape(first)}<br>{md_escape(under)}")
-                else:  # statuses in italics, so they stand apart from numbers
-                    shown.append(f"*{md_escape(first)}*" if status != "missing" else md_escape(first))
-            rows.append([md_escape(label), *shown])
-        out += ["## Sustained decode", "", "total tok/s · rows are context length, columns are simultaneous requests", "",
-                md_table(["Context", *map(str, d.concurrencies)], rows, "r" * (1 + len(d.concurrencies)), escape=False), ""]
-        out += [f"{md_escape(line)}  " for line in legend_lines(d)]
-        notes = cell_notes(d)
-        if notes:
-            out += [""] + [f"- {md_escape(n)}" for n in notes]
-        out.append("")
-
-    out += slo_markdown(slo_tables(d.slo))
-    if d.prefill or d.decode:
-        rows = [cells for _, cells in long_rows(d)]
-        out += ["## All measurements", "", LONG_NOTE, "", md_table(LONG_COLUMNS, rows, "llrl" + "r" * 8), ""]
-    elif not (d.points or d.workload.reuse):
-        out += ["_No measurements saved for this run yet._", ""]
-    out += load_markdown(load_sections(d))
+    out += markdown_sections(report_sections(d))
     return "\n".join(out)
 
 
-def load_markdown(sections: list[LoadSection]) -> list[str]:
-    """The open-loop, trace-replay and workload sections (core/report/load_sections.py) as Markdown lines."""
+def _cell(c: str | Cell) -> str:
+    if not isinstance(c, Cell):
+        return md_escape(c)
+    if c.under:
+        return f"{md_escape(c.text)}<br>{md_escape(c.under)}"
+    return f"*{md_escape(c.text)}*" if c.status != "missing" else md_escape(c.text)  # statuses in italics, apart from numbers
+
+
+def _block(b: Block) -> list[str]:
+    if isinstance(b, Table):
+        return [md_escape(b.caption), "", md_table(b.header, [[_cell(c) for c in row] for row in b.rows], b.align, escape=False), ""]
+    if isinstance(b, Note):
+        return [f"- {md_escape(b.text)}", ""]
+    if isinstance(b, Paragraph):
+        return [md_escape(b.text), ""]
+    if isinstance(b, Legend):
+        return [f"{md_escape(line)}  " for line in b.lines] + [""]
+    if isinstance(b, Bullets):
+        return [f"- {md_escape(n)}" for n in b.items] + [""]
+    if isinstance(b, Notice):
+        return [f"_{md_escape(b.text)}_", ""]
+    return []  # Charts: the HTML report's
+
+
+def markdown_sections(sections: list[Section]) -> list[str]:
+    """Report sections (core/report/model.py) as Markdown lines: a ``##`` title, then each block."""
     out: list[str] = []
     for s in sections:
-        out += [f"## {md_escape(s.title)}", ""]
+        if s.title:
+            out += [f"## {md_escape(s.title)}", ""]
         for b in s.blocks:
-            if isinstance(b, SloTable):
-                out += [md_escape(b.caption), "", md_table(b.header, b.rows, b.align), ""]
-            elif isinstance(b, Note):
-                out += [f"- {md_escape(b.text)}", ""]
-            else:
-                out += [md_escape(b), ""]
-    return out
-
-
-def slo_markdown(tables: list) -> list[str]:
-    """The SLO, capacity, frontier and engine tables (core/report/slo_report.py) as Markdown lines."""
-    out: list[str] = []
-    for t in tables:
-        out += [f"## {md_escape(t.title)}", "", md_escape(t.caption), "", md_table(t.header, t.rows, t.align), ""]
+            out += _block(b)
     return out
 
 

@@ -1,7 +1,7 @@
 """The SLO, capacity, frontier and engine-statistics sections of a report, read from their views.
 
-Every renderer (text, Markdown, HTML) builds the same tables from :func:`slo_tables`; the numbers are
-exactly what ``slo_cells``, ``slo_capacity``, ``frontier`` and ``cell_engine_stats`` hold (docs/slo.md).
+Every renderer (text, Markdown, HTML) draws the same tables, as sections (core/report/sections/slo.py), from
+:func:`slo_tables`; the numbers are exactly what ``slo_cells``, ``slo_capacity``, ``frontier`` and ``cell_engine_stats`` hold (docs/slo.md).
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from infermatrix.core.report.fmt import DASH, fmt_ms, fmt_tps
+from infermatrix.core.report.fmt import DASH, fmt_ms, fmt_share, fmt_tps, fmt_usd
+from infermatrix.core.report.query import view_rows
 from infermatrix.core.store import Store
 
 __all__ = ["SloReport", "SloTable", "load_slo_report", "slo_tables", "fmt_share", "fmt_usd", "price_line"]
@@ -17,7 +18,8 @@ __all__ = ["SloReport", "SloTable", "load_slo_report", "slo_tables", "fmt_share"
 
 @dataclass
 class SloTable:
-    """One table of the section: a title, a caption, its header, rows of text and column alignment."""
+    """One SLO table with its title (sections/slo.py makes each a report section): a title, a caption, its header,
+    rows of text and column alignment."""
 
     title: str
     caption: str
@@ -44,11 +46,6 @@ class SloReport:
         return list(dict.fromkeys(r["slo"] for r in self.cells))
 
 
-def _rows(store: Store, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-    cols, rows = store.query(sql, params)
-    return [dict(zip(cols, r)) for r in rows]
-
-
 def load_slo_report(store: Store, run_ids: list[str]) -> SloReport:
     """The SLO views' rows for ``run_ids`` (an older store without the views gives an empty report)."""
     tables = {r[0] for r in store.query("SELECT view_name FROM duckdb_views() WHERE NOT internal")[1]}
@@ -57,16 +54,16 @@ def load_slo_report(store: Store, run_ids: list[str]) -> SloReport:
     ids = list(run_ids)
     where = "WHERE list_contains(?, run_id)"
     out = SloReport(
-        cells=_rows(store, f"SELECT * FROM slo_cells {where} ORDER BY run_id, slo, context_tokens, concurrency", [ids]),
-        capacity=_rows(store, f"SELECT * FROM slo_capacity {where} ORDER BY run_id, slo, context_tokens", [ids]),
-        frontier=_rows(store, f"SELECT * FROM frontier {where} ORDER BY context_tokens, run_id, concurrency", [ids]),
-        gpus={r["run_id"]: r for r in _rows(store, f"SELECT * FROM run_gpus {where}", [ids])},
+        cells=view_rows(store, f"SELECT * FROM slo_cells {where} ORDER BY run_id, slo, context_tokens, concurrency", [ids]),
+        capacity=view_rows(store, f"SELECT * FROM slo_capacity {where} ORDER BY run_id, slo, context_tokens", [ids]),
+        frontier=view_rows(store, f"SELECT * FROM frontier {where} ORDER BY context_tokens, run_id, concurrency", [ids]),
+        gpus={r["run_id"]: r for r in view_rows(store, f"SELECT * FROM run_gpus {where}", [ids])},
     )
     if "slo_search" in tables:
-        out.search = _rows(store, f"SELECT * FROM slo_search {where} ORDER BY run_id", [ids])
-        out.search_probes = _rows(store, f"SELECT * FROM slo_search_probes {where} ORDER BY run_id, probe", [ids])
+        out.search = view_rows(store, f"SELECT * FROM slo_search {where} ORDER BY run_id", [ids])
+        out.search_probes = view_rows(store, f"SELECT * FROM slo_search_probes {where} ORDER BY run_id, probe", [ids])
     if "cell_engine_stats" in tables:
-        out.engine_stats = _rows(store, f"SELECT * FROM cell_engine_stats {where} ORDER BY run_id, context_tokens, concurrency", [ids])
+        out.engine_stats = view_rows(store, f"SELECT * FROM cell_engine_stats {where} ORDER BY run_id, context_tokens, concurrency", [ids])
     _, bounds = store.query(
         "SELECT slo, min(CASE metric WHEN 'tpot_ms' THEN limit_value WHEN 'tps' THEN 1000.0 / limit_value END) "
         f"FROM slo_limits {where} AND metric IN ('tpot_ms', 'tps') GROUP BY slo",
@@ -74,18 +71,6 @@ def load_slo_report(store: Store, run_ids: list[str]) -> SloReport:
     )
     out.tpot_bounds = {b[0]: float(b[1]) for b in bounds if b[1] is not None}
     return out
-
-
-def fmt_share(v: float | None) -> str:
-    """``0.9731 -> "97.3 %"``."""
-    return DASH if v is None else f"{100.0 * v:.1f} %"
-
-
-def fmt_usd(v: float | None) -> str:
-    """Dollars per million tokens: ``0.4123 -> "$0.412"``, ``12.5 -> "$12.50"``."""
-    if v is None:
-        return DASH
-    return f"${v:.3f}" if v < 1 else f"${v:,.2f}"
 
 
 def price_line(r: SloReport, run_ids: list[str]) -> str:

@@ -1,0 +1,18 @@
+"""The Prefill section: prompt tok/s and TTFT by context length (the prefill_list view)."""
+
+from __future__ import annotations
+
+from infermatrix.core.report.data import ReportData
+from infermatrix.core.report.layout import long_rows
+from infermatrix.core.report.model import Section, Table
+
+__all__ = ["prefill_section"]
+
+
+def prefill_section(d: ReportData) -> Section | None:
+    if not d.prefill:
+        return None
+    lines = long_rows(d)[: len(d.prefill)]  # the prefill rows of All measurements, so both say the same
+    table = Table(["Context", "Prompt tok/s", "TTFT", "Status"], [[f"{c[1]} context", c[4], c[6], c[3]] for _, c in lines], "rrrl",
+                  caption="prompt tok/s by context length", name="prefill", statuses=[s for s, _ in lines], status_col=3)  # fmt: skip
+    return Section("prefill", "Prefill", [table])
