@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Protocol, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
+from infermatrix.core.arrival_spec import parse_arrival
 from infermatrix.core.contexts import parse_context
 
 __all__ = [
@@ -215,8 +216,6 @@ class ValidityConfig(Strict):
 
 
 def _arrival_text(v: str) -> str:
-    from infermatrix.core.measure.arrivals import parse_arrival  # measure imports this module
-
     return str(parse_arrival(v))
 
 
@@ -259,7 +258,7 @@ class SearchConfig(Strict):
     @model_validator(mode="after")
     def _check(self) -> SearchConfig:
         # The SLO and the resolution are parsed by core/slo (which imports this module): checked before the run
-        # starts, by check_search (core/run/search.py), so a mistake is still one line.
+        # starts, by check_search (core/load/search.py), so a mistake is still one line.
         if self.over == "concurrency" and self.start is not None and self.start != int(self.start):
             raise ValueError(f"start = {self.start:g}: a concurrency search starts at a whole number of requests")
         return self
@@ -284,13 +283,6 @@ class TraceLoadConfig(Strict):
     @classmethod
     def _absolute(cls, v: str) -> str:
         return str(Path(v).expanduser().resolve())  # stored with the run: resume finds it from any directory
-
-    @model_validator(mode="after")
-    def _readable(self) -> "TraceLoadConfig":
-        from infermatrix.core.measure.traces import read_trace
-
-        read_trace(self.path, self.format, self.block_tokens)  # a TraceError (ValueError): one line, before the run
-        return self
 
 
 def _load_kind(v: Any) -> str:
