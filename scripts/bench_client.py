@@ -40,9 +40,9 @@ from pathlib import Path
 import httpx
 import orjson
 
-from infermatrix.core.measure.client import encode_body, stream_request
-from infermatrix.core.measure.transport import RawClient
-from infermatrix.core.measure.workers import WorkerPool, WorkerSpec, usable_cores
+from infermatrix.core.stream.client import encode_body, stream_request
+from infermatrix.core.stream.transport import RawClient
+from infermatrix.core.distributed.workers import WorkerPool, WorkerSpec, usable_cores
 from infermatrix.core.types import RequestRecord
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,7 +34,7 @@ import httpx
 import orjson
 
 from infermatrix.core.contexts import format_context, parse_context
-from infermatrix.core.measure.client import stream_request
+from infermatrix.core.stream.client import stream_request
 from infermatrix.core.types import RequestRecord
 from infermatrix.plugins.sim.tokenizer import split
 

@@ -12,7 +12,7 @@ import click
 
 from infermatrix.cli.common import number_option
 from infermatrix.core.config import ConfigError
-from infermatrix.core.measure.arrivals import parse_arrival
+from infermatrix.core.arrival_spec import parse_arrival
 
 __all__ = ["LOAD_FLAGS", "apply_load_flags", "load_options", "parse_rates", "points_take_max_output"]
 

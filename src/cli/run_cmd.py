@@ -131,12 +131,14 @@ def _resume(pm, resume_id: str, db: str | None, overrides, retry_errors: bool, s
 def _preflight(cfg) -> None:
     """Every user mistake that can be found before anything starts (one line, exit 2)."""
     from infermatrix.core.run.planning import check_matrix
-    from infermatrix.core.run.search import check_search
+    from infermatrix.core.load.search import check_search
+    from infermatrix.core.load.trace_point import check_traces
     from infermatrix.core.slo import slo_from_table
 
     if cfg.slo is not None:
         slo_from_table(cfg.slo)
     check_search(cfg)  # [search]: its SLO and resolution
+    check_traces(cfg)  # every trace file read (config.py reads none)
     cfg.engine.api_key()  # a missing key is a user mistake: say so before anything starts
     check_matrix(cfg)
 

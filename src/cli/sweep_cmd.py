@@ -62,7 +62,10 @@ def _load_configs(pm, config_files, overrides) -> list:
     for path in config_files:
         data = apply_overrides(load_config(path), list(overrides))
         cfg = validate_config(pm, data, path)
-        _preflight(cfg)
+        try:
+            _preflight(cfg)
+        except ConfigError as exc:  # named by its file, as validate_config's errors are
+            raise ConfigError(f"{path}: {exc}") from None
         configs.append((path, cfg))
     return configs
 

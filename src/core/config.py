@@ -17,6 +17,7 @@ from pydantic import (
     AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, SerializeAsAny, Tag, field_validator, model_validator,
 )
 
+from infermatrix.core.arrival_spec import parse_arrival
 from infermatrix.core.contexts import parse_context
 
 __all__ = [
@@ -217,8 +218,6 @@ class ValidityConfig(Strict):
 
 
 def _arrival_text(v: str) -> str:
-    from infermatrix.core.measure.arrivals import parse_arrival  # measure imports this module
-
     return str(parse_arrival(v))
 
 
@@ -261,7 +260,7 @@ class SearchConfig(Strict):
     @model_validator(mode="after")
     def _check(self) -> SearchConfig:
         # The SLO and the resolution are parsed by core/slo (which imports this module): checked before the run
-        # starts, by check_search (core/run/search.py), so a mistake is still one line.
+        # starts, by check_search (core/load/search.py), so a mistake is still one line.
         if self.over == "concurrency" and self.start is not None and self.start != int(self.start):
             raise ValueError(f"start = {self.start:g}: a concurrency search starts at a whole number of requests")
         return self
@@ -286,13 +285,6 @@ class TraceLoadConfig(Strict):
     @classmethod
     def _absolute(cls, v: str) -> str:
         return str(Path(v).expanduser().resolve())  # stored with the run: resume finds it from any directory
-
-    @model_validator(mode="after")
-    def _readable(self) -> "TraceLoadConfig":
-        from infermatrix.core.measure.traces import read_trace
-
-        read_trace(self.path, self.format, self.block_tokens)  # a TraceError (ValueError): one line, before the run
-        return self
 
 
 def _load_kind(v: Any) -> str:

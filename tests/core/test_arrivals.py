@@ -5,12 +5,11 @@ import random
 
 import pytest
 
-from infermatrix.core.measure.arrivals import (
-    Arrival,
+from infermatrix.core.arrival_spec import Arrival, parse_arrival
+from infermatrix.core.load.arrivals import (
     check_schedule,
     gap_cdf,
     ks_test,
-    parse_arrival,
     regularized_gamma_p,
     schedule,
 )

@@ -12,8 +12,8 @@ import struct
 import httpx
 import pytest
 
-from infermatrix.core.measure.client import stream_request
-from infermatrix.core.measure.transport import RawClient
+from infermatrix.core.stream.client import stream_request
+from infermatrix.core.stream.transport import RawClient
 from infermatrix.core.types import RequestRecord
 
 BODY = (b'data: {"choices":[{"index":0,"text":"hi","finish_reason":"stop"}],'

@@ -10,8 +10,8 @@ import pytest
 from imxtest import SimServer, free_port
 
 from infermatrix.core.engine.traits import EngineTraits
-from infermatrix.core.measure.client import encode_body, request_body, stream_request
-from infermatrix.core.measure.transport import RawClient
+from infermatrix.core.stream.client import encode_body, request_body, stream_request
+from infermatrix.core.stream.transport import RawClient
 from infermatrix.core.types import RequestRecord
 
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from infermatrix.core.measure.clocks import ClockModel, Exchange, OffsetEstimate, estimate_offset, fit_clock
+from infermatrix.core.distributed.clocks import ClockModel, Exchange, OffsetEstimate, estimate_offset, fit_clock
 
 OFFSET_S = 0.040  # the worker's clock runs 40 ms ahead …
 DRIFT = 50e-6  # … and gains 50 µs a second (50 ppm)

@@ -4,10 +4,13 @@ Every import counts, at module level or inside a function (a lazy import is stil
 those under ``if TYPE_CHECKING:``: they are never executed, so they add no run-time edge or cycle (they are
 exempt on purpose; a type-only reference to a higher layer is still visible in the code review).
 
-Rules: nothing under core/ imports a plugin; measure does not import run; engine imports neither measure
-nor run; store and report do not import run; built-in plugins import only ``infermatrix.plugin`` (never
-``infermatrix.core``) and their own package, never another built-in plugin's module (what built-ins share is
-offered through ``infermatrix.plugin``, as a third party gets it); and no import cycle anywhere in src/.
+Rules (docs/architecture.md, "The packages and their layers"), bottom up: engine < stream < distributed < measure
+< load < run, each importing only what is below it (stream: the client; distributed: worker processes and Ray
+actors, opened by measure's cell; load: open-loop points, traces and the SLO search, which run calls). store and
+report import neither load nor run; config.py imports no layer at all (it sits below them); nothing under core/
+imports a plugin; built-in plugins import only ``infermatrix.plugin`` (never ``infermatrix.core``) and their own package, never
+another built-in plugin's module (what built-ins share is offered through ``infermatrix.plugin``, as a third
+party gets it); and no import cycle anywhere in src/.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ def import_graph(root: Path = SRC) -> dict[str, set[str]]:
 
 def _layer(mod: str) -> str | None:
     parts = mod.split(".")
-    if parts[:2] == [PKG, "core"] and len(parts) > 2 and parts[2] in {"engine", "measure", "run", "store", "report"}:
+    if parts[:2] == [PKG, "core"] and len(parts) > 2 and parts[2] in LAYERED:
         return parts[2]
     if parts[:2] == [PKG, "core"]:
         return "core"
@@ -95,15 +98,19 @@ def _plugin(mod: str) -> str | None:
     return parts[2] if parts[:2] == [PKG, "plugins"] and len(parts) > 2 else None
 
 
+# The stack, bottom up: each imports only what is below it (never what is above).
+STACK = ("engine", "stream", "distributed", "measure", "load", "run")
+LAYERED = {*STACK, "store", "report"}
 # (importer layer, imported layer) pairs that are forbidden.
-FORBIDDEN = {
-    ("measure", "run"),
-    ("engine", "measure"),
-    ("engine", "run"),
+FORBIDDEN = {(low, high) for i, low in enumerate(STACK) for high in STACK[i + 1:]} | {
+    ("load", "distributed"),  # points send from the run's own process
+    ("store", "load"),
     ("store", "run"),
+    ("report", "load"),
     ("report", "run"),
 }
-CORE_LAYERS = {"core", "engine", "measure", "run", "store", "report"}
+CORE_LAYERS = {"core", *LAYERED}
+CONFIG = f"{PKG}.core.config"  # below every layer: it parses and checks, imports none of them, reads no file
 
 
 def layer_violations(graph: dict[str, set[str]]) -> list[str]:
@@ -116,6 +123,8 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
                 bad.append(f"{mod} -> {dep} (core imports a plugin)")
             elif (a, b) in FORBIDDEN:
                 bad.append(f"{mod} -> {dep} ({a} imports {b})")
+            elif mod == CONFIG and b in LAYERED:
+                bad.append(f"{mod} -> {dep} (config imports a layer)")
             elif a == "plugins" and dep.startswith(f"{PKG}.core"):
                 bad.append(f"{mod} -> {dep} (a built-in plugin imports the core; use infermatrix.plugin)")
             elif a == "plugins" and b == "plugins" and _plugin(dep) not in (None, _plugin(mod)):
@@ -176,6 +185,9 @@ def test_the_graph_sees_what_it_should() -> None:
     g = import_graph()
     assert "infermatrix.core.measure.cell" in g["infermatrix.core.run.matrix"]
     assert "infermatrix.core.run.runner" in g["infermatrix.cli.run_cmd"]  # imported inside a function there
+    assert "infermatrix.core.distributed.workers" in g["infermatrix.core.measure.cell"]  # why distributed sits below measure
+    assert "infermatrix.core.load.points" in g["infermatrix.core.run.runner"]  # why load sits below run
+    assert not any(d.startswith("infermatrix.core.run") for d in g["infermatrix.core.load.points"])  # MatrixRun: type-only
     code = "def f():\n    from infermatrix.core.run import runner\nif TYPE_CHECKING:\n    import infermatrix.core.run.steps\n"
     found = _imports(ast.parse(code), "infermatrix.core.measure.x", False)
     assert "infermatrix.core.run.runner" in found and "infermatrix.core.run.steps" not in found
@@ -188,6 +200,17 @@ def test_the_graph_sees_what_it_should() -> None:
         (("infermatrix.core.report.layout", "infermatrix.core.run.runner"), "report imports run"),
         (("infermatrix.core.store.store", "infermatrix.core.run.runner"), "store imports run"),
         (("infermatrix.core.engine.contract", "infermatrix.core.measure.cell"), "engine imports measure"),
+        (("infermatrix.core.engine.traits", "infermatrix.core.stream.client"), "engine imports stream"),
+        (("infermatrix.core.stream.client", "infermatrix.core.measure.metrics"), "stream imports measure"),
+        (("infermatrix.core.stream.transport", "infermatrix.core.distributed.workers"), "stream imports distributed"),
+        (("infermatrix.core.distributed.workers", "infermatrix.core.measure.selfcheck"), "distributed imports measure"),
+        (("infermatrix.core.distributed.ray_pool", "infermatrix.core.run.runner"), "distributed imports run"),
+        (("infermatrix.core.measure.cell", "infermatrix.core.load.openloop"), "measure imports load"),
+        (("infermatrix.core.load.points", "infermatrix.core.run.matrix"), "load imports run"),
+        (("infermatrix.core.load.point_send", "infermatrix.core.distributed.workers"), "load imports distributed"),
+        (("infermatrix.core.report.layout", "infermatrix.core.load.points"), "report imports load"),
+        (("infermatrix.core.store.points", "infermatrix.core.load.points"), "store imports load"),
+        (("infermatrix.core.config", "infermatrix.core.load.traces"), "config imports a layer"),
         (("infermatrix.core.config", "infermatrix.plugins.vllm.plugin"), "core imports a plugin"),
         (("infermatrix.plugins.workload", "infermatrix.core.types"), "plugin imports the core"),
         (("infermatrix.plugins.shared_prefix", "infermatrix.plugins.workload"), "plugin imports another plugin's module"),

@@ -3,8 +3,9 @@
 import anyio
 import pytest
 
-from infermatrix.core.measure.arrivals import parse_arrival, schedule
-from infermatrix.core.measure.openloop import LAG_FLOOR_MS, judge_point, lag_bound_ms, send_schedule
+from infermatrix.core.arrival_spec import parse_arrival
+from infermatrix.core.load.arrivals import schedule
+from infermatrix.core.load.openloop import LAG_FLOOR_MS, judge_point, lag_bound_ms, send_schedule
 
 
 class FakeClock:

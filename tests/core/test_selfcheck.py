@@ -7,7 +7,8 @@ import anyio
 import pytest
 
 from infermatrix.core.engine.traits import Gauges
-from infermatrix.core.measure.selfcheck import ClientLoad, ClientMonitor, client_verdict
+from infermatrix.core.measure.selfcheck import client_verdict
+from infermatrix.core.stream.loop_lag import ClientLoad, ClientMonitor
 from infermatrix.core.measure.steady import GaugeSample
 from infermatrix.core.types import RequestRecord
 

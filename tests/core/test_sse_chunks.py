@@ -3,8 +3,8 @@
 import orjson
 import pytest
 
-from infermatrix.core.measure.chunks import ChunkParser
-from infermatrix.core.measure.sse import SSESplitter
+from infermatrix.core.stream.chunks import ChunkParser
+from infermatrix.core.stream.sse import SSESplitter
 from infermatrix.core.types import RequestRecord
 
 

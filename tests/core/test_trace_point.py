@@ -10,10 +10,10 @@ import anyio
 import pytest
 
 from infermatrix.core.config import ConfigError, LoadConfig, TraceLoadConfig
-from infermatrix.core.measure.trace_prompts import BLOCK_WORDS, TracePromptBuilder, expected_shared_prefix
-from infermatrix.core.measure.traces import TraceRequest, read_trace
+from infermatrix.core.load.trace_prompts import BLOCK_WORDS, TracePromptBuilder, expected_shared_prefix
+from infermatrix.core.load.traces import TraceRequest, read_trace
 from infermatrix.core.registry import validate_config
-from infermatrix.core.run.trace_point import plan_trace
+from infermatrix.core.load.trace_point import check_traces, plan_trace
 from infermatrix.testing import plugin_manager
 
 ENGINE = {"kind": "openai", "base_url": "http://127.0.0.1:9"}
@@ -46,15 +46,27 @@ def test_a_trace_point_is_its_own_kind_and_a_rate_point_is_unchanged(samples):
     assert [type(p) for p in again.load] == [LoadConfig, TraceLoadConfig, TraceLoadConfig]
     with pytest.raises(ConfigError, match=r"load\.0\.rate: unknown field"):
         validate_config(pm, {"engine": ENGINE, "load": [{"kind": "trace", "path": str(samples / "azure.csv"), "rate": 2}]})
-    with pytest.raises(ConfigError, match=r"load\.0: .*does not exist"):
-        validate_config(pm, {"engine": ENGINE, "load": [{"kind": "trace", "path": str(samples / "none.jsonl")}]})
+    with pytest.raises(ConfigError, match=r"^load\.1: trace file .*none\.jsonl does not exist$"):
+        check_traces(validate_config(pm, {"engine": ENGINE, "load": [{"rate": 2}, {"kind": "trace", "path": str(samples / "none.jsonl")}]}))
 
 
-def test_a_contradictory_trace_is_a_one_line_config_error(tmp_path):
+def test_the_config_reads_no_trace_file_and_the_preflight_does(tmp_path, monkeypatch):
+    """config.py reads no file (a pydantic validator that opens files runs on every model_validate, resume and
+    report included): a missing or contradictory trace passes validate_config; check_traces (the CLI's
+    preflight, before anything starts) refuses it in one line naming the point."""
+    import infermatrix.core.load.traces as traces
+
+    opened: list[str] = []
+    monkeypatch.setattr(traces, "read_trace", lambda *a, **k: opened.append(str(a[0])))  # a read here would be seen
+    pm = plugin_manager()
+    missing = validate_config(pm, {"engine": ENGINE, "load": [{"kind": "trace", "path": str(tmp_path / "none.jsonl")}]})
+    bad = validate_config(pm, {"engine": ENGINE, "load": [{"kind": "trace", "path": str(_bad_mooncake(tmp_path))}]})
+    assert opened == [] and missing.load[0].path.endswith("none.jsonl")
+    monkeypatch.undo()
     with pytest.raises(ConfigError) as err:
-        validate_config(plugin_manager(), {"engine": ENGINE, "load": [{"kind": "trace", "path": str(_bad_mooncake(tmp_path))}]})
+        check_traces(bad)
     msg = str(err.value)
-    assert "\n" not in msg and "bad.jsonl line 2: 3 hash_ids for input_length 600" in msg and msg.startswith("config: load.0: ")
+    assert "\n" not in msg and msg.startswith("load.0: ") and "bad.jsonl line 2: 3 hash_ids for input_length 600" in msg
 
 
 @pytest.mark.slow  # starts the CLI

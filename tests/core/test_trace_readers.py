@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from infermatrix.core.measure.traces import TraceError, read_trace
+from infermatrix.core.load.traces import TraceError, read_trace
 
 
 @pytest.fixture(scope="module")

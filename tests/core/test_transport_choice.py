@@ -1,10 +1,10 @@
 """matrix.transport = "auto": the raw reader for plain http(s) endpoints, httpx where the raw one would not send the
-request the way the rest of the run does (measure/transport_choice.py, docs/performance.md)."""
+request the way the rest of the run does (stream/transport_choice.py, docs/performance.md)."""
 
 import pytest
 
 from infermatrix.core.config import MatrixConfig
-from infermatrix.core.measure.transport_choice import choose_transport
+from infermatrix.core.stream.transport_choice import choose_transport
 
 
 def test_auto_is_the_default():

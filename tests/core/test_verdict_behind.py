@@ -7,7 +7,8 @@ import pytest
 from infermatrix.core.engine.traits import Gauges
 from infermatrix.core.measure.batch import WindowBatch, window_batch
 from infermatrix.core.measure.inflight import ClientCounts
-from infermatrix.core.measure.selfcheck import ClientLoad, client_verdict
+from infermatrix.core.measure.selfcheck import client_verdict
+from infermatrix.core.stream.loop_lag import ClientLoad
 from infermatrix.core.measure.steady import GaugeSample
 from infermatrix.core.types import RequestRecord
 

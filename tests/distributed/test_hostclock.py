@@ -9,8 +9,8 @@ import pytest
 from raykit import require_ray
 
 from infermatrix.core.measure import histograms
-from infermatrix.core.measure.clocks import Exchange, estimate_offset, fit_clock
-from infermatrix.core.measure.hostclock import ClockSkew, convert_record, drift_uncertainty_ppm, skews_from_env, window_bound
+from infermatrix.core.distributed.clocks import Exchange, estimate_offset, fit_clock
+from infermatrix.core.distributed.hostclock import ClockSkew, convert_record, drift_uncertainty_ppm, skews_from_env, window_bound
 from infermatrix.core.measure.hosts import host_numbers, host_reasons, merged_histograms
 from infermatrix.core.measure.metrics import window_stats
 from infermatrix.core.types import RequestRecord
@@ -60,7 +60,7 @@ def test_skew_knob_parses_and_rejects_in_one_line():
 
 def _hosts(records, k, lag_ms=(1.0, 1.0, 1.0), unc_ms=0.3):
     flags = [{"host": f"h{w}/node#a{w}", "actor": w, "uncertainty_ms": unc_ms} for w in range(k)]
-    from infermatrix.core.measure.selfcheck import ClientLoad
+    from infermatrix.core.stream.loop_lag import ClientLoad
 
     loads = {w: ClientLoad(lag_ms[w] / 2, lag_ms[w], lag_ms[w], 10.0) for w in range(k)}
     return host_numbers(flags, k, records, (100.0, 104.0), loads, {})
@@ -90,7 +90,7 @@ def test_one_slow_host_or_a_badly_known_clock_is_named():
 
 def test_nothing_outside_the_ray_backend_imports_ray():
     # The Ray client backend, and the Ray path of `infermatrix sweep --ray` (core/run/sweep_ray.py).
-    allowed = {SRC / "core/measure/ray_pool.py", SRC / "core/measure/ray_actor.py", SRC / "core/run/sweep_ray.py"}
+    allowed = {SRC / "core/distributed/ray_pool.py", SRC / "core/distributed/ray_actor.py", SRC / "core/run/sweep_ray.py"}
     for path in SRC.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
@@ -130,7 +130,7 @@ def test_an_unreachable_or_malformed_ray_address_is_one_line_not_a_minutes_long_
     import socket
 
     from infermatrix.core.config import ConfigError
-    from infermatrix.core.measure.ray_pool import _check_reachable
+    from infermatrix.core.distributed.ray_pool import _check_reachable
 
     with socket.socket() as s:  # a port nobody listens on: bound, never listening
         s.bind(("127.0.0.1", 0))

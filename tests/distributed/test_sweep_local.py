@@ -114,6 +114,19 @@ def test_two_runs_land_in_one_database_and_a_failed_one_does_not_stop_the_sweep(
     assert rows(db, "SELECT count(*), bool_and(meets) FROM slo_cells WHERE slo = 'ttft_p99_ms=60000'") == [(3, True)]
 
 
+def test_a_missing_trace_file_stops_the_sweep_naming_its_config(tmp_path):
+    """config.py reads no file: the sweep's preflight reads every trace before anything runs, and its one line
+    names the config file as validate_config's errors do."""
+    good = sim_config(tmp_path / "a.toml", "a", [1])
+    bad = tmp_path / "b.toml"
+    bad.write_text(good.read_text() + f'[[load]]\nkind = "trace"\npath = "{tmp_path / "none.jsonl"}"\n')
+    result = _invoke(str(good), str(bad), "--db", str(tmp_path / "s.duckdb"))
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert "b.toml: load.0: trace file" in lines[0] and "none.jsonl does not exist" in lines[0], result.output
+    assert not (tmp_path / "s.duckdb").exists()
+
+
 def test_a_bad_slo_stops_the_sweep_before_anything_runs(tmp_path):
     cfg = sim_config(tmp_path / "a.toml", "a", [1])
     result = _invoke(str(cfg), "--slo", "ttft_p99=fast", "--db", str(tmp_path / "s.duckdb"))

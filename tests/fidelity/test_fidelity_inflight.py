@@ -21,7 +21,7 @@ from profiles import write_profile
 
 from infermatrix.core.config import LoopConfig, MatrixConfig
 from infermatrix.core.measure.cell import CellRunner
-from infermatrix.core.measure.client import stream_request
+from infermatrix.core.stream.client import stream_request
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.types import Prompt
 from infermatrix.plugins.sim.plugin import sim_traits

@@ -4,8 +4,8 @@ checked against the server's own record of when each request arrived (``/debug/t
 import pytest
 from bars import OPENLOOP_ACHIEVED_RATE, OPENLOOP_CAP_OVERLAP_S, OPENLOOP_MS_ROUNDING
 
-from infermatrix.core.measure.arrivals import KS_ALPHA
-from infermatrix.core.measure.openloop import lag_bound_ms, percentile
+from infermatrix.core.load.arrivals import KS_ALPHA
+from infermatrix.core.load.openloop import lag_bound_ms, percentile
 from infermatrix.testing import run_matrix, sim_server
 
 pytestmark = pytest.mark.slow

@@ -127,7 +127,7 @@ def test_chunks_without_usage_on_a_usage_stream_are_never_counted_twice(sim_fact
     import httpx
     import orjson
 
-    from infermatrix.core.measure.client import stream_request
+    from infermatrix.core.stream.client import stream_request
     from infermatrix.core.types import RequestRecord
 
     server = sim_factory(str(write_profile(tmp_path / "g.toml", spec_tokens=2, acceptance=0.6, usage_gap_every=3)))

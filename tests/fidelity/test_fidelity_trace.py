@@ -7,8 +7,8 @@ from pathlib import Path
 import bars
 import pytest
 
-from infermatrix.core.measure.openloop import lag_bound_ms
-from infermatrix.core.measure.traces import read_trace
+from infermatrix.core.load.openloop import lag_bound_ms
+from infermatrix.core.load.traces import read_trace
 from infermatrix.testing import run_matrix, sim_server
 
 pytestmark = pytest.mark.slow

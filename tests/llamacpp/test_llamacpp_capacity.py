@@ -14,7 +14,7 @@ import anyio
 import httpx
 import pytest
 
-from infermatrix.core.measure.client import stream_request
+from infermatrix.core.stream.client import stream_request
 from infermatrix.core.engine.prometheus import metric_value
 from infermatrix.core.measure.steady import parse_gauges
 from infermatrix.core.types import RequestRecord
@@ -121,7 +121,7 @@ def test_recorded_stream_is_counted_from_timings_predicted_n():
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        from infermatrix.core.measure.client import request_body
+        from infermatrix.core.stream.client import request_body
 
         body = request_body("completions", "tiny", "the river", 8, traits=LLAMACPP_TRAITS)
         record = RequestRecord(stream_index=0, seq=0, sent=0.0)

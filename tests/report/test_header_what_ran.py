@@ -62,7 +62,7 @@ def test_a_load_and_trace_run_has_no_matrix_lines_and_says_what_each_point_used(
 
 
 def test_the_lines_a_run_prints_as_it_starts_say_only_what_runs():
-    from infermatrix.core.run.points import plan_lines  # issue 27: new (a run printed no plan at all)
+    from infermatrix.core.load.points import plan_lines  # issue 27: new (a run printed no plan at all)
 
     pm = plugin_manager()
     only_points = validate_config(pm, {"engine": ENGINE, "matrix": {"contexts": [], "prefill_contexts": []},

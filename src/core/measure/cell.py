@@ -12,7 +12,7 @@ import httpx
 import pluggy
 
 from infermatrix.core.measure import histograms
-from infermatrix.core.measure.client import encode_body, endpoint_path, request_body, stream_request
+from infermatrix.core.stream.client import encode_body, endpoint_path, request_body, stream_request
 from infermatrix.core.config import ClientConfig, LoopConfig, MatrixConfig
 from infermatrix.core.measure.metrics import median_or_none, window_stats
 from infermatrix.core.measure.admission import EngineSample, client_in_flight_flags, judge_admission
@@ -21,14 +21,15 @@ from infermatrix.core.measure.hosts import host_numbers, host_reasons, merged_hi
 from infermatrix.core.measure.inflight import ClientCounts
 from infermatrix.core.measure.engine_stats import counter_deltas
 from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
-from infermatrix.core.measure.selfcheck import ClientMonitor, client_verdict, settle_status, worst
+from infermatrix.core.measure.selfcheck import client_verdict, settle_status
 from infermatrix.core.measure.stagger import first_max_tokens
 from infermatrix.core.measure.steady import EngineGauges, GaugeSample
 from infermatrix.core.measure.priority import client_priority
 from infermatrix.core.measure.ramp_check import ramp_check
-from infermatrix.core.measure.transport import RawClient
-from infermatrix.core.measure.transport_choice import choose_transport
-from infermatrix.core.measure.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
+from infermatrix.core.stream.loop_lag import ClientMonitor, worst
+from infermatrix.core.stream.transport import RawClient
+from infermatrix.core.stream.transport_choice import choose_transport
+from infermatrix.core.distributed.workers import MAX_CONSECUTIVE_FAILURES, WorkerPool, WorkerSpec, run_stream, worker_count
 from infermatrix.core.measure.warmth import WarmCache
 from infermatrix.core.measure.warmup import PrefillRates, warm_prompts
 from infermatrix.core.engine.traits import EngineTraits
@@ -100,7 +101,7 @@ class CellRunner:
         # Streams go through the raw asyncio reader or httpx: matrix.transport, "auto" by default (transport_choice.py).
         self.transport = choose_transport(self.matrix.transport, self.base_url)
         self.streams: Any = self.client
-        self.clock_history: dict[str, list[Any]] = {}  # Ray hosts' clock estimates over the run (measure/ray_pool.py): the drift fit
+        self.clock_history: dict[str, list[Any]] = {}  # Ray hosts' clock estimates over the run (distributed/ray_pool.py): the drift fit
         if self.transport.used == "raw":
             self.streams = RawClient(connect_timeout_s=self.matrix.connect_timeout_s, idle_timeout_s=self.matrix.idle_timeout_s, watch=self.watch)
 
@@ -190,7 +191,7 @@ class CellRunner:
         live = _LiveCell(n)
         self.live_records = live.records  # the runner keeps these when the cell is cut short (signal, engine down)
         # Above matrix.client_workers_above streams the streams run in worker processes (docs/performance.md).
-        if self.client_hosts.backend == "ray":  # every cell's streams on Ray actors (measure/ray_pool.py; Ray imported only there)
+        if self.client_hosts.backend == "ray":  # every cell's streams on Ray actors (distributed/ray_pool.py; Ray imported only there)
             await self._open_ray_pool(live, context_tokens, prompts)
         else:
             live.workers = worker_count(n, self.matrix.client_workers_above, self.matrix.client_workers)
@@ -204,7 +205,7 @@ class CellRunner:
         return await self._conclude(live, context_tokens, prompts, started_at, before)
 
     async def _open_ray_pool(self, live: _LiveCell, context_tokens: int, prompts: list[Prompt]) -> None:
-        from infermatrix.core.measure.ray_pool import RayPool, ray_module
+        from infermatrix.core.distributed.ray_pool import RayPool, ray_module
 
         self._phase("ray actors")
         k = self.client_hosts.hosts

@@ -12,7 +12,8 @@ from typing import Any
 
 from infermatrix.core.measure import histograms
 from infermatrix.core.measure.metrics import window_stats
-from infermatrix.core.measure.selfcheck import BEHIND_SHARE, SPAN_LAG_SHARE, ClientLoad, span_stamp_lag_share
+from infermatrix.core.measure.selfcheck import BEHIND_SHARE, SPAN_LAG_SHARE, span_stamp_lag_share
+from infermatrix.core.stream.loop_lag import ClientLoad
 from infermatrix.core.types import RequestRecord
 
 __all__ = ["CLOCK_EDGE_SHARE", "HISTOGRAMS", "host_numbers", "merged_histograms", "host_reasons"]

@@ -4,7 +4,7 @@ A slow reader does two different things:
 
 - it **stamps chunks late**. Latencies that hinge on single stamps (TTFT, the per-token gaps of the ITL
   histogram) are then blurred by the client's own clock. How late, at most, is bounded by the event
-  loop's lag: a 10 ms sleeper's oversleep, sampled through the ramp and the window (:class:`ClientMonitor`);
+  loop's lag: a 10 ms sleeper's oversleep, sampled through the ramp and the window (``ClientMonitor``, core/stream/loop_lag.py);
   a read that became ready is stamped within about two loop turns. Within the bound below, such a latency
   column is *doubtful*: its number is kept and the cell says which column and why.
 - it **falls behind**: tokens pile up in socket buffers, fewer arrive inside the window than the engine
@@ -21,21 +21,19 @@ same once-a-second gauge reads.
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any
-
-import anyio
-import psutil
 
 from infermatrix.core.measure.admission import WAITING_SHARE
 from infermatrix.core.measure.batch import WindowBatch
 from infermatrix.core.measure.metrics import rate_stamps
 from infermatrix.core.measure.steady import GaugeSample, in_window
+from infermatrix.core.stream.loop_lag import TICK_S, ClientLoad
+from infermatrix.core.stream.loop_lag import round_or_none as _r
 from infermatrix.core.types import RequestRecord
 
 __all__ = [
-    "ClientMonitor", "ClientLoad", "ClientVerdict", "client_verdict", "worst", "edge_lag_ms", "lag_at_ms", "ttft_stamp_lag_ms",
+    "ClientVerdict", "client_verdict", "edge_lag_ms", "lag_at_ms", "ttft_stamp_lag_ms",
     "span_stamp_lag_share", "held_at_ms", "usual_lag_s", "settle_status",
     "RATE_TOLERANCE", "TTFT_LAG_SHARE", "ITL_LAG_SHARE", "SPAN_LAG_SHARE", "BEHIND_SHARE", "GAP_SHARE",
 ]  # fmt: skip
@@ -50,7 +48,7 @@ ITL_LAG_SHARE = 0.10  # the itl histogram is doubtful when it exceeds 10 % of th
 SPAN_LAG_SHARE = BEHIND_SHARE  # per_request_tps / tbt_ms: client_bound when the stamp lag exceeds 1 % of the median in-window request span
 RATE_CHECK_MAX_TOL = 0.05  # an engine count known less well than this (slow /metrics reads) is inconclusive
 EDGE_S = 0.25  # ticks this close to a window edge tell how late the stamps there were
-_TICK_S = 0.01
+_TICK_S = TICK_S  # the loop monitor's tick (stream/loop_lag.py): the lag bounds below read its ticks
 _SELECT_S = 0.001  # the selector waits in whole ms (epoll): a tick's due time is known to that
 # A tick oversleeps this quantile of the ticks' lags with nothing held: the span rule charges stamps only beyond it.
 # Calibrated against the sim's record (scripts/calibrate_verdict.py; docs/performance.md): of 24 cells of 16-64-token
@@ -59,77 +57,10 @@ _SELECT_S = 0.001  # the selector waits in whole ms (epoll): a tick's due time i
 USUAL_LAG_QUANTILE = 0.9
 
 
-@dataclass
-class ClientLoad:
-    lag_p50_ms: float | None
-    lag_p99_ms: float | None
-    lag_max_ms: float | None
-    cpu_pct: float | None  # mean CPU of this process over the period, % of one core
-    samples: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"lag_p50_ms": _r(self.lag_p50_ms), "lag_p99_ms": _r(self.lag_p99_ms), "lag_max_ms": _r(self.lag_max_ms),
-                "cpu_pct": _r(self.cpu_pct, 1), "samples": self.samples}  # fmt: skip
-
-
-def _r(v: float | None, nd: int = 2) -> float | None:
-    return None if v is None else round(v, nd)
-
-
-class ClientMonitor:
-    """Run ``sample()`` in a task for the length of a period (ramp, window), then read ``result()``."""
-
-    def __init__(self) -> None:
-        self.lags: list[float] = []
-        self.ticks: list[tuple[float, float]] = []  # (when the tick ended, its oversleep), for the lag at the window's edges
-        self.proc = psutil.Process()
-        self.cpu_start: float | None = None
-        self.t_start: float | None = None
-        self.t_end: float | None = None
-        self.cpu_end: float | None = None
-
-    def _cpu(self) -> float:
-        t = self.proc.cpu_times()
-        return t.user + t.system
-
-    async def sample(self) -> None:
-        self.t_start, self.cpu_start = time.monotonic(), self._cpu()
-        try:
-            while True:
-                t0 = time.monotonic()
-                await anyio.sleep(_TICK_S)
-                t1 = time.monotonic()
-                lag = max(0.0, t1 - t0 - _TICK_S)
-                self.lags.append(lag)
-                self.ticks.append((t1, lag))
-        finally:
-            self.t_end, self.cpu_end = time.monotonic(), self._cpu()
-
-    def result(self) -> ClientLoad:
-        if not self.lags or self.t_start is None or self.t_end is None or self.cpu_start is None or self.cpu_end is None:
-            return ClientLoad(None, None, None, None)
-        lags = sorted(self.lags)
-        elapsed = self.t_end - self.t_start
-        cpu = 100.0 * (self.cpu_end - self.cpu_start) / elapsed if elapsed > 0 else None
-        return ClientLoad(lag_p50_ms=lags[len(lags) // 2] * 1000, lag_p99_ms=lags[min(len(lags) - 1, int(0.99 * len(lags)))] * 1000,
-                          lag_max_ms=lags[-1] * 1000, cpu_pct=cpu, samples=len(lags))  # fmt: skip
-
-
 def edge_lag_ms(ticks: list[tuple[float, float]], edges: tuple[float, ...], half_s: float = EDGE_S) -> float | None:
     """The longest loop lag of the ticks that ended within ``half_s`` of any of ``edges``, in ms."""
     near = [lag for t, lag in ticks if any(abs(t - e) <= half_s for e in edges)]
     return max(near) * 1000 if near else None
-
-
-def worst(loads: list[ClientLoad]) -> ClientLoad:
-    """The worst of several processes' readings (the parent's and its workers'), field by field."""
-
-    def top(vals: list[float | None]) -> float | None:
-        known = [v for v in vals if v is not None]
-        return max(known) if known else None
-
-    return ClientLoad(top([x.lag_p50_ms for x in loads]), top([x.lag_p99_ms for x in loads]), top([x.lag_max_ms for x in loads]),
-                      top([x.cpu_pct for x in loads]), sum(x.samples for x in loads))  # fmt: skip
 
 
 @dataclass

@@ -8,11 +8,12 @@ answers but fails every request for a while stops the run (``judge``). docs/reli
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import anyio
 import httpx
@@ -80,14 +81,21 @@ class MatrixRun:
         """The whole matrix: start-up, the prefill probes, the client's round trip, the decode cells."""
         todo_prefill, todo_cells = todo
         await self.start(todo_cells)
-        with RunProgress(self.console, len(todo_prefill) + len(todo_cells)) as progress:
-            self.phase = Phase(progress.on_phase, self.clock)  # the phase a step fails in is named in its reason; the clock times it
-            self.runner.on_tokens, self.runner.on_phase = progress.on_tokens, self.phase
+        with self.live(len(todo_prefill) + len(todo_cells)) as progress:
             for ctx in todo_prefill:
                 await self.prefill_probe(progress, ctx)
             await self.client_overhead()
             for ctx, n in todo_cells:
                 await self.decode_cell(progress, ctx, n)
+
+    @contextlib.contextmanager
+    def live(self, total: int) -> Iterator[RunProgress]:
+        """A step's live display over ``total`` units (the matrix's, the load points', the search's), with the
+        run's phase forwarded to it: the load package gets its display from here, so it never imports run."""
+        with RunProgress(self.console, total) as progress:
+            self.phase = Phase(progress.on_phase, self.clock)  # the phase a step fails in is named in its reason; the clock times it
+            self.runner.on_tokens, self.runner.on_phase = progress.on_tokens, self.phase
+            yield progress
 
     # -- start-up -------------------------------------------------------------------------------------
 

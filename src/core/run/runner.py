@@ -28,10 +28,10 @@ from infermatrix.core.workloads import workload_name
 from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport
 from infermatrix.core.run.matrix import MatrixRun
-from infermatrix.core.run.points import pending_points, plan_lines, run_points
+from infermatrix.core.load.points import pending_points, plan_lines, run_points
 from infermatrix.core.run.sessions import run_sessions
 from infermatrix.core.store.workload_store import pass_done
-from infermatrix.core.run.search import run_search, search_pending, search_stopped
+from infermatrix.core.load.search import run_search, search_pending, search_stopped
 from infermatrix.core.wallclock import PhaseClock, add_totals
 from rich.console import Console
 
@@ -208,7 +208,7 @@ async def _open_run(
             raise ConfigError(f"engine.kind: no plugin launches engine kind {cfg.engine.kind!r}")
         engine.preflight()  # e.g. a launch executable that does not exist: one line, before the run exists
         if cfg.client.backend == "ray":  # Ray missing or its cluster unreachable: one line, before the run exists
-            from infermatrix.core.measure.ray_pool import ray_module
+            from infermatrix.core.distributed.ray_pool import ray_module
 
             ray_module(cfg.client.ray_address)
     except ConfigError:

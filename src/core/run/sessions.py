@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from infermatrix.core.engine.watch import EngineDown, StepFailed, guarded
-from infermatrix.core.measure.client import endpoint_path, request_body, stream_request
+from infermatrix.core.stream.client import endpoint_path, request_body, stream_request
 from infermatrix.core.measure.engine_stats import counter_deltas
 from infermatrix.core.run.matrix import MatrixRun
 from infermatrix.core.run.progress import RunProgress

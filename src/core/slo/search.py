@@ -1,6 +1,6 @@
 """The search for the highest load that meets an SLO, as a pure state machine (docs/load.md, "Search").
 
-The runner (core/run/search.py) asks :meth:`Bisection.next_step` what to probe, measures it, and tells the
+The runner (core/load/search.py) asks :meth:`Bisection.next_step` what to probe, measures it, and tells the
 verdict with :meth:`Bisection.record`; this module never measures, so the order of probes is tested without
 an engine (tests/slo/test_slo_search_algo.py).
 

@@ -15,7 +15,7 @@ CREATE TABLE IF NOT EXISTS cell_host_stats (
     completed               INTEGER,            -- finished inside the window
     output_tokens           BIGINT,             -- received inside the window
     total_tps               DOUBLE,             -- output_tokens / window seconds
-    lag_p99_ms              DOUBLE,             -- the host's event-loop lag, p99 (selfcheck.ClientMonitor)
+    lag_p99_ms              DOUBLE,             -- the host's event-loop lag, p99 (stream/loop_lag.ClientMonitor)
     lag_max_ms              DOUBLE,
     cpu_pct                 DOUBLE,
     offset_ms               DOUBLE,             -- host clock − coordinator clock at the last estimate

@@ -1,6 +1,6 @@
 """The client actor: one host's share of a cell's streams, run by the same worker loop as a worker process.
 
-A plain class; measure/ray_pool.py makes it a Ray actor (``ray.remote``), so importing this module needs no
+A plain class; distributed/ray_pool.py makes it a Ray actor (``ray.remote``), so importing this module needs no
 Ray. The coordinator calls ``ping`` (clock exchanges), ``start``, ``poll`` (messages since the last poll:
 first tokens, token counts, finished records), ``stop`` and ``finish``. Every stamp leaves the actor in its
 host's monotonic clock; a test may skew that clock (hostclock.ClockSkew) to check the coordinator undoes it.
@@ -14,8 +14,8 @@ import socket
 import time
 from typing import Any
 
-from infermatrix.core.measure.hostclock import ClockSkew, convert_record, convert_ticks
-from infermatrix.core.measure.workers import WorkerSpec, worker_loop
+from infermatrix.core.distributed.hostclock import ClockSkew, convert_record, convert_ticks
+from infermatrix.core.distributed.workers import WorkerSpec, worker_loop
 
 __all__ = ["ClientActor"]
 

@@ -28,8 +28,8 @@ import anyio
 import httpx
 from anyio.abc import ByteReceiveStream, Process
 
-from infermatrix.core.measure.client import stream_request
-from infermatrix.core.measure.selfcheck import ClientLoad, ClientMonitor
+from infermatrix.core.stream.client import stream_request
+from infermatrix.core.stream.loop_lag import ClientLoad, ClientMonitor
 from infermatrix.core.types import RequestRecord
 
 __all__ = ["MAX_CONSECUTIVE_FAILURES", "run_stream", "worker_count", "worker_loop", "split_spec", "stream_event", "WorkerSpec", "WorkerPool"]
@@ -159,7 +159,7 @@ class WorkerPool:
                 if not spec.streams:
                     self._finished += 1
                     continue
-                proc = await anyio.open_process([sys.executable, "-m", "infermatrix.core.measure.workers"], stderr=None)
+                proc = await anyio.open_process([sys.executable, "-m", "infermatrix.core.distributed.workers"], stderr=None)
                 self.procs.append(proc)
                 assert proc.stdin is not None
                 await proc.stdin.send(_frame(spec))
@@ -211,10 +211,10 @@ class WorkerPool:
 
 async def worker_loop(spec: WorkerSpec, send: Callable[[Any], None], flush: Callable[[], None],
                       control: Callable[[], Awaitable[Any]]) -> None:
-    """The worker's streams, wherever the worker lives (a subprocess here, a Ray actor in measure/ray_pool.py):
+    """The worker's streams, wherever the worker lives (a subprocess here, a Ray actor in distributed/ray_pool.py):
     ``send`` queues one message for the parent, ``flush`` pushes the queued ones out (every 50 ms), ``control``
     returns the parent's next message (``("stop", window_end, wait_s)``), or None when the parent went away."""
-    from infermatrix.core.measure.transport import RawClient
+    from infermatrix.core.stream.transport import RawClient
 
     tokens = 0
 

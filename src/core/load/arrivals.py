@@ -19,11 +19,11 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Callable
+
+from infermatrix.core.arrival_spec import Arrival
 
 __all__ = [
-    "Arrival",
-    "parse_arrival",
     "schedule",
     "gap_cdf",
     "ks_test",
@@ -32,36 +32,8 @@ __all__ = [
     "regularized_gamma_p",
 ]
 
-ArrivalKind = Literal["poisson", "gamma", "constant"]
-
 # A KS p-value below this rejects "the delivered gaps follow the requested process" (docs/load.md).
 KS_ALPHA = 0.01
-
-
-@dataclass(frozen=True)
-class Arrival:
-    kind: ArrivalKind
-    shape: float = 1.0  # gamma's K; 1 for poisson (gamma(1) is exponential)
-
-    def __str__(self) -> str:
-        return f"gamma:{self.shape:g}" if self.kind == "gamma" else self.kind
-
-
-def parse_arrival(text: str) -> Arrival:
-    """``poisson``, ``constant`` or ``gamma:K`` (K > 0); a ValueError saying what is accepted otherwise."""
-    word = text.strip().lower()
-    if word == "poisson":
-        return Arrival("poisson")
-    if word == "constant":
-        return Arrival("constant")
-    if word.startswith("gamma:"):
-        try:
-            k = float(word.split(":", 1)[1])
-        except ValueError:
-            k = float("nan")
-        if math.isfinite(k) and k > 0:
-            return Arrival("gamma", k)
-    raise ValueError(f"arrival {text!r}: expected poisson, constant or gamma:K with K > 0 (e.g. gamma:0.5)")
 
 
 def _gap_sampler(arrival: Arrival, rate: float, rng: random.Random) -> Callable[[], float]:

@@ -1,5 +1,5 @@
 """Open-loop load points, run after the matrix on the same engine: each point's prompts prepared, its
-schedule sent (core/measure/openloop.py), judged (valid / client_bound), and saved in one transaction.
+schedule sent (core/load/openloop.py), judged (valid / client_bound), and saved in one transaction.
 
 Errors and interrupts are handled as a decode cell's are (core/run/matrix.py): an engine lost inside a
 point saves it as ``error`` with the reason and brings the engine back; a step that fails with the engine
@@ -9,24 +9,26 @@ up is an ``error``; an interrupt saves what was sent as ``interrupted`` (resume 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from infermatrix.core.config import LoadConfig, RunConfig
 from infermatrix.core.contexts import format_context
 from infermatrix.core.engine.watch import EngineDown, StepFailed, guarded
-from infermatrix.core.measure.arrivals import parse_arrival, schedule
-from infermatrix.core.measure.client import encode_body
-from infermatrix.core.measure.openloop import SendPlan, judge_point, lag_bound_ms, percentile
+from infermatrix.core.arrival_spec import parse_arrival
+from infermatrix.core.load.arrivals import schedule
+from infermatrix.core.stream.client import encode_body
+from infermatrix.core.load.openloop import SendPlan, judge_point, lag_bound_ms, percentile
 from infermatrix.core.report.point_settings import DISTINCT_PROMPTS, rate_point_settings, trace_point_settings
-from infermatrix.core.run.matrix import MatrixRun
-from infermatrix.core.run.point_send import output_tokens, send_point
-from infermatrix.core.run.progress import RunProgress
-from infermatrix.core.run.steps import Phase
-from infermatrix.core.run.trace_point import is_trace, measure_trace_point, trace_label, trace_point_rows
+from infermatrix.core.load.point_send import output_tokens, send_point
+from infermatrix.core.load.trace_point import is_trace, measure_trace_point, trace_label, trace_point_rows
 from infermatrix.core.store.points import done_points, save_point
 from infermatrix.core.types import RequestRecord
+
+if TYPE_CHECKING:  # the run hands itself in (core/run/runner.py); load never imports run at run time
+    from infermatrix.core.run.matrix import MatrixRun
+    from infermatrix.core.run.progress import RunProgress
 
 __all__ = ["pending_points", "run_points", "run_point", "point_context", "point_label", "plan_lines"]
 
@@ -70,15 +72,13 @@ async def run_points(mr: MatrixRun, todo: list[int]) -> None:
     """Every pending point, in order, each saved before the next starts."""
     if not todo:
         return
-    with RunProgress(mr.console, len(todo)) as progress:
-        mr.phase = Phase(progress.on_phase, mr.clock)
-        mr.runner.on_tokens, mr.runner.on_phase = progress.on_tokens, mr.phase
+    with mr.live(len(todo)) as progress:
         for index in todo:
             await _one_point(mr, progress, index)
 
 
 async def run_point(mr: MatrixRun, progress: RunProgress, index: int, lc: LoadConfig) -> None:
-    """One point that is not a ``[[load]]`` entry (an SLO search's probe, core/run/search.py), stored as point ``index``."""
+    """One point that is not a ``[[load]]`` entry (an SLO search's probe, core/load/search.py), stored as point ``index``."""
     await _one_point(mr, progress, index, lc)
 
 
@@ -90,7 +90,7 @@ async def _one_point(mr: MatrixRun, progress: RunProgress, index: int, lc: Any =
     started_at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     state: dict[str, Any] = {}
     recover = False
-    # A trace replay (core/run/trace_point.py) is measured and judged by its own pair; saved like any point.
+    # A trace replay (core/load/trace_point.py) is measured and judged by its own pair; saved like any point.
     measure_point, point_rows = (measure_trace_point, trace_point_rows) if is_trace(lc) else (_measure_point, _point_rows)
 
     async def measure() -> None:

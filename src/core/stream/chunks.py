@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import orjson
 
-from infermatrix.core.measure.sse import DONE
+from infermatrix.core.stream.sse import DONE
 from infermatrix.core.types import RequestRecord
 
 __all__ = ["ChunkParser", "chunk_text"]

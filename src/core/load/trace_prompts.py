@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import anyio
 
-from infermatrix.core.measure.traces import TraceRequest
+from infermatrix.core.load.traces import TraceRequest
 
 __all__ = ["BLOCK_WORDS", "TracePrompt", "TracePromptBuilder", "expected_shared_prefix"]
 

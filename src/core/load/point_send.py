@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 
 from infermatrix.core.measure.cell import CellRunner
-from infermatrix.core.measure.client import stream_request
-from infermatrix.core.measure.openloop import MonotonicClock, SendPlan, send_schedule
+from infermatrix.core.stream.client import stream_request
+from infermatrix.core.load.openloop import MonotonicClock, SendPlan, send_schedule
 from infermatrix.core.types import RequestRecord
 
 __all__ = ["send_point", "output_tokens"]

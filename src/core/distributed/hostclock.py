@@ -1,6 +1,6 @@
 """A client host's stamps on the coordinator's time line, and the test knob that skews a host's clock.
 
-Pure functions (no Ray here): measure/ray_pool.py measures each actor's clock with clocks.py and converts its
+Pure functions (no Ray here): distributed/ray_pool.py measures each actor's clock with clocks.py and converts its
 records with :func:`convert_record`; tests inject a known offset and drift with :class:`ClockSkew`
 (docs/distributed.md, "Testing clock offsets").
 """
@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from infermatrix.core.measure.clocks import ClockModel, OffsetEstimate
+from infermatrix.core.distributed.clocks import ClockModel, OffsetEstimate
 from infermatrix.core.types import RequestRecord
 
 __all__ = ["SKEW_ENV", "ClockSkew", "skews_from_env", "convert_record", "convert_ticks", "window_bound", "drift_uncertainty_ppm"]

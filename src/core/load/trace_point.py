@@ -1,6 +1,6 @@
 """A trace-replay load point (``[[load]] kind = "trace"``; docs/load.md): a trace file's requests sent at their
-timestamps × ``time_scale`` through the open-loop sender (core/measure/openloop.py), with the trace's own
-prompt and output lengths and, for Mooncake, its shared prefixes (core/measure/trace_prompts.py).
+timestamps × ``time_scale`` through the open-loop sender (core/load/openloop.py), with the trace's own
+prompt and output lengths and, for Mooncake, its shared prefixes (core/load/trace_prompts.py).
 
 The point is judged like a rate point by its schedule lag (a trace is no named process, so there is no KS
 fit: the lag of every request against its own timestamp is the check). It is saved in the same transaction
@@ -16,21 +16,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-from infermatrix.core.config import LoadConfig, TraceLoadConfig
-from infermatrix.core.measure.arrivals import Arrival, check_schedule
-from infermatrix.core.measure.client import encode_body
-from infermatrix.core.measure.openloop import SendPlan, lag_bound_ms, percentile
+from infermatrix.core.config import ConfigError, LoadConfig, RunConfig, TraceLoadConfig
+from infermatrix.core.arrival_spec import Arrival
+from infermatrix.core.load.arrivals import check_schedule
+from infermatrix.core.stream.client import encode_body
+from infermatrix.core.load.openloop import SendPlan, lag_bound_ms, percentile
 from infermatrix.core.measure.tokenizer import UsageTokenizer
-from infermatrix.core.measure.trace_prompts import TracePromptBuilder
-from infermatrix.core.measure.traces import TraceRequest, read_trace, sniff_format
-from infermatrix.core.run.point_send import output_tokens, send_point
+from infermatrix.core.load.trace_prompts import TracePromptBuilder
+from infermatrix.core.load.traces import TraceRequest, read_trace, sniff_format
+from infermatrix.core.load.point_send import output_tokens, send_point
 
-__all__ = ["is_trace", "trace_label", "TracePlan", "plan_trace", "measure_trace_point", "trace_point_rows"]
+__all__ = ["is_trace", "trace_label", "check_traces", "TracePlan", "plan_trace", "measure_trace_point", "trace_point_rows"]
 
 
 def is_trace(lc: LoadConfig | TraceLoadConfig) -> bool:
     return isinstance(lc, TraceLoadConfig)
+
+
+def check_traces(cfg: RunConfig) -> None:
+    """Every trace point's file read once, before anything starts (config.py reads no files; the CLI's preflight
+    calls this): a missing, unreadable or contradictory file is one line naming the point, ``load.I: …``."""
+    for i, lc in enumerate(cfg.load or []):
+        if isinstance(lc, TraceLoadConfig):
+            try:
+                read_trace(lc.path, lc.format, lc.block_tokens)
+            except (ValueError, OSError) as exc:  # a TraceError, a file that is no text, one that can't be read
+                raise ConfigError(f"load.{i}: {exc}") from None
 
 
 def trace_label(lc: TraceLoadConfig) -> str:
@@ -65,7 +76,7 @@ class TracePlan:
 
 
 def plan_trace(lc: TraceLoadConfig, max_model_len: int | None = None) -> TracePlan:
-    """Read the trace and keep what is replayed (a TraceError for a bad file: the config check saw it first)."""
+    """Read the trace and keep what is replayed (a TraceError for a bad file: the preflight, check_traces, saw it first)."""
     path = Path(lc.path)
     fmt = lc.format or sniff_format(path)
     reqs = read_trace(path, fmt, lc.block_tokens)

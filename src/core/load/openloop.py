@@ -19,7 +19,8 @@ from typing import Awaitable, Callable, Protocol
 
 import anyio
 
-from infermatrix.core.measure.arrivals import Arrival, ScheduleCheck, check_schedule
+from infermatrix.core.arrival_spec import Arrival
+from infermatrix.core.load.arrivals import ScheduleCheck, check_schedule
 
 __all__ = ["Clock", "MonotonicClock", "Sent", "SendPlan", "percentile", "send_schedule", "lag_bound_ms", "judge_point", "LAG_FLOOR_MS", "LAG_GAP_SHARE"]
 

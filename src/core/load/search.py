@@ -1,7 +1,7 @@
 """The SLO search on a ready run (``[search]``, ``infermatrix search``; docs/load.md, "Search").
 
 The order of probes is core/slo/search.py's; here each probe is measured as what the run already knows how
-to measure — a rate as an open-loop point (core/run/points.py), a concurrency as a decode cell
+to measure — a rate as an open-loop point (core/load/points.py), a concurrency as a decode cell
 (MatrixRun.decode_cell) — stored as such, then judged by the SQL views (slo_points, slo_cells) against the
 SLO saved with the run. A probe that is not ``valid`` (client_bound, error …) or that the SLO can't judge stops the
 search with the reason: it is neither a pass nor a fail. An ``over_capacity`` concurrency probe is a fail: the
@@ -14,21 +14,22 @@ judged from the store, not measured again; an interrupted one is measured again.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from infermatrix.core.config import ConfigError, LoadConfig, RunConfig
 from infermatrix.core.contexts import format_context
-from infermatrix.core.run.matrix import MatrixRun
-from infermatrix.core.run.points import run_point
-from infermatrix.core.run.progress import RunProgress
-from infermatrix.core.run.steps import Phase
+from infermatrix.core.load.points import run_point
 from infermatrix.core.slo.search import Bisection, parse_resolution
 from infermatrix.core.slo.spec import SloSpec, parse_slo
 from infermatrix.core.store import Store
 from infermatrix.core.store.slo_search import save_probe, save_search, stored_probes, stored_search
 from infermatrix.core.store.slo_store import save_slos
+
+if TYPE_CHECKING:  # the run hands itself in (core/run/runner.py); load never imports run at run time
+    from infermatrix.core.run.matrix import MatrixRun
+    from infermatrix.core.run.progress import RunProgress
 
 __all__ = ["check_search", "search_pending", "run_search", "search_context", "search_stopped", "FINAL_SEARCH"]
 
@@ -242,9 +243,7 @@ async def run_search(mr: MatrixRun, retry_errors: bool) -> None:
     if not search_pending(mr.store, mr.run_id, mr.cfg, retry_errors):
         return
     s = _Search(mr, retry_errors)
-    with RunProgress(mr.console, 1) as progress:
-        mr.phase = Phase(progress.on_phase, mr.clock)
-        mr.runner.on_tokens, mr.runner.on_phase = progress.on_tokens, mr.phase
+    with mr.live(1) as progress:
         try:
             await s.run(progress)
         except anyio.get_cancelled_exc_class():

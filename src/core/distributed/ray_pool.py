@@ -20,10 +20,10 @@ from typing import Any, Callable
 import anyio
 
 from infermatrix.core.config import ConfigError
-from infermatrix.core.measure.clocks import ClockModel, Exchange, OffsetEstimate, estimate_offset, fit_clock
-from infermatrix.core.measure.hostclock import convert_record, convert_ticks, drift_uncertainty_ppm, skews_from_env, window_bound
-from infermatrix.core.measure.selfcheck import ClientLoad
-from infermatrix.core.measure.workers import WorkerSpec, split_spec, stream_event
+from infermatrix.core.distributed.clocks import ClockModel, Exchange, OffsetEstimate, estimate_offset, fit_clock
+from infermatrix.core.distributed.hostclock import convert_record, convert_ticks, drift_uncertainty_ppm, skews_from_env, window_bound
+from infermatrix.core.stream.loop_lag import ClientLoad
+from infermatrix.core.distributed.workers import WorkerSpec, split_spec, stream_event
 from infermatrix.core.types import RequestRecord
 
 __all__ = ["RayPool", "RayUnavailable", "HostClock", "ray_module"]
@@ -101,7 +101,7 @@ class RayPool:
     async def open(self) -> None:
         """Create the actors (spread over the nodes) and measure their clocks. Blocking Ray calls run in a thread."""
         self._ray = ray = await anyio.to_thread.run_sync(ray_module, self.client.ray_address)
-        from infermatrix.core.measure.ray_actor import ClientActor
+        from infermatrix.core.distributed.ray_actor import ClientActor
 
         remote = ray.remote(ClientActor)
         skews = skews_from_env()

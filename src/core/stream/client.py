@@ -18,8 +18,8 @@ import httpx
 import orjson
 
 from infermatrix.core.engine.traits import EngineTraits, merge_body
-from infermatrix.core.measure.chunks import ChunkParser
-from infermatrix.core.measure.sse import SSESplitter
+from infermatrix.core.stream.chunks import ChunkParser
+from infermatrix.core.stream.sse import SSESplitter
 from infermatrix.core.types import RequestRecord
 
 __all__ = ["request_body", "encode_body", "stream_request", "endpoint_path", "classify_error", "JSON_HEADERS"]
@@ -97,7 +97,7 @@ async def stream_request(
     (docs/metrics.md): encoding, the connection pool and connecting happen before it. ``timeout``
     overrides the client's (its ``read`` part is the idle limit of this one request).
 
-    ``client`` is an ``httpx.AsyncClient`` or a :class:`~infermatrix.core.measure.transport.RawClient`.
+    ``client`` is an ``httpx.AsyncClient`` or a :class:`~infermatrix.core.stream.transport.RawClient`.
     ``count_path``: where a chunk carries the cumulative generated-token count when it is not
     ``usage.completion_tokens`` (``EngineTraits.per_chunk_usage_path``).
     Cancellation (the window closing) marks the request ``cancelled`` and re-raises.

@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from infermatrix.core.measure.chunks import ChunkParser
-from infermatrix.core.measure.sse import SSESplitter
+from infermatrix.core.stream.chunks import ChunkParser
+from infermatrix.core.stream.sse import SSESplitter
 from infermatrix.core.types import RequestRecord
 
 __all__ = ["RawClient"]
