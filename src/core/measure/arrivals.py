@@ -21,6 +21,8 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Literal
 
+from infermatrix.core.quantiles import nearest_rank
+
 __all__ = [
     "Arrival",
     "parse_arrival",
@@ -182,12 +184,6 @@ class ScheduleCheck:
     fit_rejected: bool
 
 
-def _quantile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank quantile (the value at rank ⌈q·n⌉), as the HDR histograms report."""
-    rank = max(1, math.ceil(q * len(sorted_values)))
-    return sorted_values[rank - 1]
-
-
 def check_schedule(
     arrival: Arrival, rate: float, duration_s: float, scheduled: list[float], actual: list[float]
 ) -> ScheduleCheck:
@@ -210,8 +206,8 @@ def check_schedule(
         requested_rate=rate,
         achieved_rate=len(actual) / duration_s,
         sent=len(actual),
-        lag_p50_ms=_quantile(lags, 0.5) if lags else 0.0,
-        lag_p99_ms=_quantile(lags, 0.99) if lags else 0.0,
+        lag_p50_ms=nearest_rank(lags, 0.5) or 0.0,  # nearest rank, as the store's nearest_rank() (0 for no sends)
+        lag_p99_ms=nearest_rank(lags, 0.99) or 0.0,
         lag_max_ms=lags[-1] if lags else 0.0,
         ks_d=ks_d,
         ks_p=ks_p,

@@ -11,7 +11,6 @@ from rich.text import Text
 
 from infermatrix.core.contexts import format_context as context_label
 from infermatrix.core.store import Store
-from infermatrix.core.store.points import has_points
 
 __all__ = ["load_point_rows", "point_cells", "point_reasons", "render_points", "POINT_HEADERS", "POINT_CAPTION", "POINTS_TITLE"]
 
@@ -23,9 +22,7 @@ POINT_CAPTION = ("requests arriving at a rate (≤N: in-flight cap); Sent/s = re
 
 
 def load_point_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
-    """The run's ``load_points`` rows in point order (none where the store predates them)."""
-    if not has_points(store):
-        return []
+    """The run's ``load_points`` rows in point order."""
     # With the settings each point used (the points table's), for the header's rows (point_settings.py).
     cols, found = store.query("SELECT v.*, p.duration_s, p.max_output FROM load_points v JOIN points p USING (run_id, point) "
                               "WHERE v.run_id = ? ORDER BY v.point", [run_id])  # fmt: skip

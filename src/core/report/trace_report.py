@@ -25,16 +25,9 @@ ARRIVAL_HEADERS = ("Seconds", "Due", "Sent", "")
 MAX_BUCKETS = 12  # rows of the arrivals-over-time table: the replay's span cut into at most this many stretches
 
 
-def _has_traces(store: Store) -> bool:
-    _, found = store.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'trace_arrivals'")
-    return bool(found and found[0][0])
-
-
 def load_trace_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
     """One dict per trace point of the run: its trace_points row, its load_points figures, and ``arrivals``
-    (the trace_arrivals rows, per second). None where the store predates trace points."""
-    if not _has_traces(store):
-        return []
+    (the trace_arrivals rows, per second)."""
     cols, found = store.query(
         "SELECT t.*, p.label, p.status, p.reason, p.requested_rate, p.achieved_rate, p.scheduled, p.sent, p.completed, "
         "p.lag_p50_ms, p.lag_p99_ms, p.lag_bound_ms, p.ttft_p50_ms, p.ttft_p99_ms, p.e2e_p50_ms, p.output_tps "

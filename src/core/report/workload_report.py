@@ -38,10 +38,7 @@ def _rows(store: Store, sql: str, run_id: str) -> list[dict[str, Any]]:
 
 
 def load_workload_report(store: Store, run_id: str) -> WorkloadReport:
-    """The run's workload pass (empty where it has none, or the store predates the tables)."""
-    _, has = store.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'prefix_reuse'")
-    if not (has and has[0][0]):
-        return WorkloadReport()
+    """The run's workload pass (empty where it has none)."""
     reuse = _rows(store, "SELECT * FROM prefix_reuse WHERE run_id = ?", run_id)
     params = _rows(store, "SELECT params FROM workload_passes WHERE run_id = ?", run_id)
     raw = params[0]["params"] if params else None
