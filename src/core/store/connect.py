@@ -46,7 +46,7 @@ SCHEMA_FILES = (
     "slo_search.sql",  # the SLO search (issue 20): reads points, point_requests, slo_limits and slo_verdicts()
     "trace.sql",  # trace-replay points (issue 20), after load.sql (its view reads points)
     "hosts.sql",  # client hosts of Ray cells (issue 21; docs/distributed.md)
-    "telemetry.sql",  # GPU samples per cell (docs/vllm.md)
+    "telemetry.sql",  # GPU samples per cell (core/engine/telemetry.py)
 )
 MEMORY = ":memory:"
 

@@ -1,4 +1,4 @@
--- infermatrix store: GPU telemetry samples per cell (docs/vllm.md, "GPU telemetry"). Applied on every open and
+-- infermatrix store: GPU telemetry samples per cell (core/engine/telemetry.py samples them). Applied on every open and
 -- upgrade (connect.SCHEMA_FILES); idempotent. Table: gpu_samples (one cell's samples saved in one statement,
 -- store/telemetry.py). View: gpu_cell_summary (per cell and GPU: mean power, SM clock and utilisation, peaks).
 -- A cell is (context_tokens, concurrency); a prefill probe has concurrency 0.
