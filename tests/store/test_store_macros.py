@@ -1,5 +1,6 @@
 """The store's statistics macros (views.sql) against their Python twins on the same inputs, in a real DuckDB
-store: nearest_rank() == infermatrix.core.quantiles.nearest_rank (the client's lag, TTFT and e2e quantiles),
+store: nearest_rank() == infermatrix.core.quantiles.nearest_rank (which the load client's lag, TTFT and e2e
+quantiles call),
 wilson_bound() == the Wilson score formula written out here (docs/metrics.md), and a percentile limit judged at
 the rank the documented rule names even where float arithmetic would move it (p99.9 of 1000 requests)."""
 
@@ -10,9 +11,7 @@ import random
 
 import pytest
 
-from infermatrix.core.measure.arrivals import Arrival, check_schedule
-from infermatrix.core.measure.openloop import percentile
-from infermatrix.core.quantiles import nearest_rank
+from infermatrix.core.quantiles import nearest_rank, percentile
 from infermatrix.core.slo import parse_slo
 from infermatrix.core.store import Store
 from infermatrix.core.store.points import save_point
@@ -50,13 +49,6 @@ def test_nearest_rank_is_the_documented_rank_where_float_error_would_move_it(sto
     """99.9 / 100.0 × 1000 is 999.0000000000001 in binary: without rounding its ceiling takes rank 1000 (the max)."""
     xs = [float(i) for i in range(1, n + 1)]
     assert _sql_rank(store, xs, p / 100.0) == rank == nearest_rank(xs, p / 100.0)
-
-
-def test_schedule_lag_quantiles_are_the_nearest_rank_of_the_lags():
-    lags_ms = [float(i) for i in range(1, 1001)]  # request i sent i ms late
-    scheduled = [i * 0.01 for i in range(1000)]
-    check = check_schedule(Arrival("constant"), 100.0, 10.0, scheduled, [s + lag / 1000 for s, lag in zip(scheduled, lags_ms)])
-    assert check.lag_p50_ms == pytest.approx(500.0) and check.lag_p99_ms == pytest.approx(990.0)
 
 
 def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
