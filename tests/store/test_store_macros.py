@@ -1,8 +1,7 @@
 """The store's statistics macros (views.sql) against their Python twins on the same inputs, in a real DuckDB
 store: nearest_rank() == infermatrix.core.quantiles.nearest_rank (which the load client's lag, TTFT and e2e
-quantiles call),
-wilson_bound() == the Wilson score formula written out here (docs/metrics.md), and a percentile limit judged at
-the rank the documented rule names even where float arithmetic would move it (p99.9 of 1000 requests)."""
+quantiles call), wilson_bound() == the Wilson score formula written out here (docs/metrics.md), and a percentile
+limit judged at the rank the documented rule names even where float arithmetic would move it (p99.9 of 1000)."""
 
 from __future__ import annotations
 
