@@ -17,6 +17,8 @@ from infermatrix.core.importer import import_page
 from infermatrix.core.store import Store, StoreError
 from infermatrix.core.store.parquet import MANIFEST, export_runs, import_runs
 from infermatrix.core.store.points import save_point
+from infermatrix.core.store.slo_search import save_probe, save_search
+from infermatrix.core.store.telemetry import save_gpu_samples
 from infermatrix.core.store.workload_store import save_workload_pass
 from infermatrix.core.store.store import RUN_TABLES
 
@@ -31,6 +33,7 @@ ORDER = {
     "workload_passes": "run_id", "workload_requests": "run_id, request_no",
     "trace_points": "run_id, point", "trace_requests": "run_id, point, request_no",
     "cell_host_stats": "run_id, context_tokens, concurrency, host",
+    "slo_searches": "run_id", "slo_search_probes": "run_id, probe", "gpu_samples": "run_id, context_tokens, concurrency, gpu, t",
 }
 
 
@@ -52,6 +55,9 @@ def source_file(tmp_path_factory):
                              "messages": [{"role": "user", "content": "x"}] * (t + 1)} for t in range(2)])  # fmt: skip
         save_point(s, a, {"point": 1, "arrival": "trace", "status": "valid", "trace": {"format": "mooncake", "replayed": 2}},
                    [{"request_no": i, "request_id": f"t{i}", "trace_index": i, "shared_prefix_tokens": 512 * i} for i in range(2)])  # fmt: skip
+        save_search(s, a, {"slo": "tpot_p99_ms=50", "over": "concurrency", "context_tokens": 8192, "status": "found", "highest_pass": 8.0})
+        save_probe(s, a, {"probe": 0, "step": "start", "load": 8.0, "context_tokens": 8192, "status": "valid", "meets": True, "verdict": "pass"})
+        save_gpu_samples(s, a, 8192, 8, [{"t": 1.0 + i, "t_mono": 1000.0 + i, "gpu": 0, "power_w": 400.0 + i} for i in range(3)])
         b, _, _ = fill_run(s, {"engine": "sglang"}, scale=1.3, seed=2, other=False)
         ref = import_page(s, Path(__file__).parent / "data" / "vllm-h200x4-qwen3.8-flash-next.txt").run_id
     return path, [a, b, ref]

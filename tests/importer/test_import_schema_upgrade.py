@@ -1,14 +1,18 @@
-"""Schema v2 (runs.source, runs.imported_at): databases written by v1 keep working, even when the
-first thing that opens them is a read-only report."""
+"""Older stores keep working, even when the first thing that opens them is a read-only report: v1 (before
+runs.source, runs.imported_at), v4 (before the SLO views), v5 as it was (before the load, workload, search, trace
+and host tables), v6 (before telemetry.sql and the statistics macros). One that cannot be upgraded is refused
+with one line saying how to migrate."""
 
 from __future__ import annotations
 
 import duckdb
+import pytest
 
 from imx_factories import fill_run
 from infermatrix.core.report import render_markdown
 from infermatrix.core.store import Store
 from infermatrix.core.store.connect import SCHEMA_VERSION
+from infermatrix.core.store.errors import StoreError
 
 
 def make_v1(path) -> str:
@@ -94,3 +98,101 @@ def test_v4_database_gains_the_slo_views_and_report_slo_judges_it(tmp_path):
         # prefill points measured before engine statistics existed say so
         notes = {n for (n,) in s.query("SELECT prefix_cache_note FROM cell_engine_stats WHERE phase = 'prefill'")[1]}
         assert notes == {"not recorded (measured before engine statistics existed)"}
+
+
+def _set_version(con: duckdb.DuckDBPyConnection, version: int) -> None:
+    con.execute("DELETE FROM schema_version")
+    con.execute("INSERT INTO schema_version VALUES (?, now()::TIMESTAMP)", [version])
+
+
+# What v7 added (connect.py): telemetry.sql's table and view (v6 made them on a GPU run's first save) and the macros.
+V7_MACROS = ("nearest_rank", "wilson_bound", "wilson_score", "request_tpot_ms", "request_tps")
+
+
+def make_v6(path) -> str:
+    """A store as schema v6 left it: no gpu_samples / gpu_cell_summary (no GPU run saved samples), none of v7's macros."""
+    with Store(path) as s:
+        run_id, _, _ = fill_run(s, seed=1, other=False)
+    con = duckdb.connect(str(path))
+    con.execute("DROP VIEW gpu_cell_summary")
+    con.execute("DROP TABLE gpu_samples")
+    for macro in V7_MACROS:
+        con.execute(f"DROP MACRO {macro}")
+    _set_version(con, 6)
+    con.close()
+    return run_id
+
+
+def objects(path) -> set[str]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        found = con.execute("SELECT table_name FROM duckdb_tables() UNION ALL SELECT view_name FROM duckdb_views() WHERE NOT internal "
+                            "UNION ALL SELECT function_name FROM duckdb_functions() WHERE NOT internal").fetchall()  # fmt: skip
+        return {r[0] for r in found}
+    finally:
+        con.close()
+
+
+def test_v6_database_gains_telemetry_and_the_macros_on_a_read_only_open(tmp_path):
+    from infermatrix.core.slo import parse_slo
+    from infermatrix.core.store.slo_store import save_slos
+
+    path = tmp_path / "v6.duckdb"
+    run_id = make_v6(path)
+    assert not {"gpu_samples", "gpu_cell_summary", *V7_MACROS} & objects(path)
+    with Store(path, read_only=True) as s:  # a read-only report upgrades it first
+        assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
+        assert s.query("SELECT count(*) FROM gpu_cell_summary WHERE run_id = ?", [run_id])[1] == [(0,)]
+        assert "# Speed test matrix" in render_markdown(s, run_id)
+    assert {"gpu_samples", "gpu_cell_summary", *V7_MACROS} <= objects(path)
+    with Store(path) as s:  # the SLO views judge it through the macros
+        save_slos(s, run_id, [parse_slo("ttft_p99_ms=2000,tpot_p99_ms=50")])
+        judged = s.query("SELECT count(*) FROM slo_cells WHERE run_id = ? AND attainment_lo <= attainment AND meets IS NOT NULL",
+                         [run_id])[1][0][0]  # fmt: skip
+        assert judged > 0
+
+
+def make_v5(path) -> str:
+    """A store as a v5 infermatrix wrote it before load.sql, workload.sql, slo_search.sql, trace.sql and hosts.sql came
+    in (they came without a version bump): none of their tables and views."""
+    run_id = make_v6(path)
+    con = duckdb.connect(str(path))
+    for view in ("trace_arrivals", "slo_search", "slo_points", "point_latencies", "load_points", "prefix_reuse", "turns",
+                 "ttft_by_cached_fraction", "cell_hosts"):  # fmt: skip
+        con.execute(f"DROP VIEW {view}")
+    for table in ("trace_requests", "trace_points", "slo_search_probes", "slo_searches", "point_requests", "points",
+                  "workload_requests", "workload_passes", "cell_host_stats"):  # fmt: skip
+        con.execute(f"DROP TABLE {table}")
+    _set_version(con, 5)
+    con.close()
+    return run_id
+
+
+def test_v5_database_without_the_issue_20_tables_is_reported_in_full_read_only(tmp_path):
+    """No report section asks whether a view exists: the upgrade made every one, so every section reads it."""
+    from infermatrix.core.report.json_report import render_json
+
+    path = tmp_path / "v5.duckdb"
+    run_id = make_v5(path)
+    assert "load_points" not in objects(path)
+    with Store(path, read_only=True) as s:
+        assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
+        report = render_json(s, run_id)
+        assert (report["points"], report["trace"], report["workload"]["reuse"], report["slo"]["search"]) == ([], [], None, [])
+        assert report["decode"] and "# Speed test matrix" in render_markdown(s, run_id)
+    assert {"load_points", "slo_search", "trace_arrivals", "prefix_reuse", "cell_hosts", "gpu_cell_summary"} <= objects(path)
+
+
+def test_an_older_store_that_cannot_be_upgraded_is_refused_in_one_line(tmp_path):
+    """Held open read-only elsewhere in this process, the file cannot be opened for writing to upgrade it."""
+    path = tmp_path / "held.duckdb"
+    make_v6(path)
+    held = duckdb.connect(str(path), read_only=True)
+    try:
+        with pytest.raises(StoreError) as err:
+            Store(path, read_only=True)
+    finally:
+        held.close()
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert msg == f"database {path} has store schema v6; open it once for writing (any infermatrix run with this --db) to upgrade it"

@@ -227,3 +227,5 @@ def test_a_cell_without_records_is_not_judged(store):
     save_slos(store, rid, [parse_slo("ttft_p99_ms=2000,tpot_p99_ms=50")])
     (c,) = rows_of(store, "SELECT * FROM slo_cells WHERE run_id = ?", [rid])
     assert (c["attainment"], c["request_goodput"], c["token_goodput"], c["meets"], c["judged_requests"]) == (None, None, None, None, 0)
+    # and no interval either (issue 28: the old inline formula's greatest/least skipped the NULL share, giving 0 – 1)
+    assert (c["attainment_lo"], c["attainment_hi"]) == (None, None)

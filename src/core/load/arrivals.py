@@ -23,6 +23,8 @@ from typing import Callable
 
 from infermatrix.core.arrival_spec import Arrival
 
+from infermatrix.core.quantiles import nearest_rank
+
 __all__ = [
     "schedule",
     "gap_cdf",
@@ -154,12 +156,6 @@ class ScheduleCheck:
     fit_rejected: bool
 
 
-def _quantile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank quantile (the value at rank ⌈q·n⌉), as the HDR histograms report."""
-    rank = max(1, math.ceil(q * len(sorted_values)))
-    return sorted_values[rank - 1]
-
-
 def check_schedule(
     arrival: Arrival, rate: float, duration_s: float, scheduled: list[float], actual: list[float]
 ) -> ScheduleCheck:
@@ -182,8 +178,8 @@ def check_schedule(
         requested_rate=rate,
         achieved_rate=len(actual) / duration_s,
         sent=len(actual),
-        lag_p50_ms=_quantile(lags, 0.5) if lags else 0.0,
-        lag_p99_ms=_quantile(lags, 0.99) if lags else 0.0,
+        lag_p50_ms=nearest_rank(lags, 0.5) or 0.0,  # nearest rank, as the store's nearest_rank() (0 for no sends)
+        lag_p99_ms=nearest_rank(lags, 0.99) or 0.0,
         lag_max_ms=lags[-1] if lags else 0.0,
         ks_d=ks_d,
         ks_p=ks_p,

@@ -12,7 +12,6 @@ The clock is injected so the dispatch rule is tested without real time (tests/co
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Protocol
@@ -21,6 +20,7 @@ import anyio
 
 from infermatrix.core.arrival_spec import Arrival
 from infermatrix.core.load.arrivals import ScheduleCheck, check_schedule
+from infermatrix.core.quantiles import percentile  # re-exported: the one nearest-rank rule (docs/metrics.md)
 
 __all__ = ["Clock", "MonotonicClock", "Sent", "SendPlan", "percentile", "send_schedule", "lag_bound_ms", "judge_point", "LAG_FLOOR_MS", "LAG_GAP_SHARE"]
 
@@ -134,9 +134,3 @@ def judge_point(
     return check, "valid", None
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank quantile, as arrivals.py and the HDR histograms report (None for no values)."""
-    if not values:
-        return None
-    xs = sorted(values)
-    return xs[max(1, math.ceil(q * len(xs))) - 1]

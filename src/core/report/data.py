@@ -28,7 +28,6 @@ from infermatrix.core.report.fmt import (  # re-exported: renderers and the CLI 
 from infermatrix.core.report.query import view_rows
 from infermatrix.core.report.slo_report import SloReport, load_slo_report
 from infermatrix.core.store import Store, StoreError
-from infermatrix.core.store.points import has_points
 
 __all__ = [
     "ReportData",
@@ -124,15 +123,8 @@ def _latency_order(r: dict[str, Any]) -> tuple:
     return (parse_context(r["context_label"]), r["concurrency"], _METRIC_ORDER.get(r["metric"], 9), r["metric"])
 
 
-def _has_table(store: Store, name: str) -> bool:
-    _, found = store.query("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name])
-    return bool(found and found[0][0])
-
-
 def load_point_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
-    """The run's ``load_points`` rows in point order (none where the store predates them)."""
-    if not has_points(store):
-        return []
+    """The run's ``load_points`` rows in point order."""
     # With the settings each point used (the points table's), for the header's rows (point_settings.py).
     return view_rows(store, "SELECT v.*, p.duration_s, p.max_output FROM load_points v JOIN points p USING (run_id, point) "
                             "WHERE v.run_id = ? ORDER BY v.point", [run_id])  # fmt: skip
@@ -140,9 +132,7 @@ def load_point_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
 
 def load_trace_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
     """One dict per trace point of the run: its trace_points row, its load_points figures, and ``arrivals``
-    (the trace_arrivals rows, per second). None where the store predates trace points."""
-    if not _has_table(store, "trace_arrivals"):
-        return []
+    (the trace_arrivals rows, per second)."""
     rows = view_rows(
         store,
         "SELECT t.*, p.label, p.status, p.reason, p.requested_rate, p.achieved_rate, p.scheduled, p.sent, p.completed, "
@@ -157,9 +147,7 @@ def load_trace_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
 
 
 def load_workload_report(store: Store, run_id: str) -> WorkloadReport:
-    """The run's workload pass (empty where it has none, or the store predates the tables)."""
-    if not _has_table(store, "prefix_reuse"):
-        return WorkloadReport()
+    """The run's workload pass (empty where it has none)."""
     reuse = view_rows(store, "SELECT * FROM prefix_reuse WHERE run_id = ?", [run_id])
     params = view_rows(store, "SELECT params FROM workload_passes WHERE run_id = ?", [run_id])
     raw = params[0]["params"] if params else None

@@ -47,10 +47,7 @@ class SloReport:
 
 
 def load_slo_report(store: Store, run_ids: list[str]) -> SloReport:
-    """The SLO views' rows for ``run_ids`` (an older store without the views gives an empty report)."""
-    tables = {r[0] for r in store.query("SELECT view_name FROM duckdb_views() WHERE NOT internal")[1]}
-    if "slo_cells" not in tables:
-        return SloReport()
+    """The SLO views' rows for ``run_ids``."""
     ids = list(run_ids)
     where = "WHERE list_contains(?, run_id)"
     out = SloReport(
@@ -59,11 +56,9 @@ def load_slo_report(store: Store, run_ids: list[str]) -> SloReport:
         frontier=view_rows(store, f"SELECT * FROM frontier {where} ORDER BY context_tokens, run_id, concurrency", [ids]),
         gpus={r["run_id"]: r for r in view_rows(store, f"SELECT * FROM run_gpus {where}", [ids])},
     )
-    if "slo_search" in tables:
-        out.search = view_rows(store, f"SELECT * FROM slo_search {where} ORDER BY run_id", [ids])
-        out.search_probes = view_rows(store, f"SELECT * FROM slo_search_probes {where} ORDER BY run_id, probe", [ids])
-    if "cell_engine_stats" in tables:
-        out.engine_stats = view_rows(store, f"SELECT * FROM cell_engine_stats {where} ORDER BY run_id, context_tokens, concurrency", [ids])
+    out.search = view_rows(store, f"SELECT * FROM slo_search {where} ORDER BY run_id", [ids])
+    out.search_probes = view_rows(store, f"SELECT * FROM slo_search_probes {where} ORDER BY run_id, probe", [ids])
+    out.engine_stats = view_rows(store, f"SELECT * FROM cell_engine_stats {where} ORDER BY run_id, context_tokens, concurrency", [ids])
     _, bounds = store.query(
         "SELECT slo, min(CASE metric WHEN 'tpot_ms' THEN limit_value WHEN 'tps' THEN 1000.0 / limit_value END) "
         f"FROM slo_limits {where} AND metric IN ('tpot_ms', 'tps') GROUP BY slo",

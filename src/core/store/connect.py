@@ -13,9 +13,10 @@ import duckdb
 
 from infermatrix.core.store.errors import StoreError
 
-__all__ = ["SCHEMA_VERSION", "MEMORY", "connect", "apply_schema", "check_schema", "stored_version", "upgrade_if_older"]
+__all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema", "check_schema", "stored_version", "upgrade_if_older"]
 
-# Bump when schema.sql or views.sql change (views are part of the contract, so of the version).
+# Bump when any file of SCHEMA_FILES changes (views are part of the contract, so of the version): a store at an
+# older version is upgraded at its next open, read-only opens included (upgrade_if_older).
 # v2: runs.source and runs.imported_at (imported published results, Parquet merges).
 # v3: prefill_samples, cells' TTFT populations and ran_at_most, runs.client_overhead_ms, the
 #     admission_limited status, decode_matrix / prefill_list / engine_comparison gain columns at the end.
@@ -27,7 +28,26 @@ __all__ = ["SCHEMA_VERSION", "MEMORY", "connect", "apply_schema", "check_schema"
 #     one SLO judgement (macros slo_request_verdicts / slo_verdicts) for slo_cells and slo_points, percentile limits
 #     on the judged requests' own TPOT (slo_cells gains ttft_p99_ms, tpot_p50_ms, tpot_p99_ms; slo_points
 #     achieved_rate); runs.status 'stopped' (issue 27).
-SCHEMA_VERSION = 6
+# v7: every .sql file below is applied at every open and upgrade (so the tables and views of load.sql, workload.sql,
+#     slo_search.sql, trace.sql and hosts.sql, which came in at v5 without a bump, exist in every store the code opens:
+#     no run-time "does this view exist" probes); gpu_samples / gpu_cell_summary move from first use to telemetry.sql;
+#     macros nearest_rank() and wilson_bound() are the one definition of those figures (slo_verdicts, slo_cells), and
+#     nearest_rank rounds P/100 x n before its ceiling (p99.9 of 1000 values is rank 999, not 1000) (issue 28).
+SCHEMA_VERSION = 7
+# Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
+# CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
+# and bumps SCHEMA_VERSION (tests/store/test_schema_files.py checks both).
+SCHEMA_FILES = (
+    "schema.sql",  # tables; migrations are the idempotent ALTERs at its end (v1 -> v2 adds two runs columns)
+    "views.sql",  # macros (context_label, latency_at, nearest_rank, wilson_bound) and the matrix views
+    "slo_views.sql",  # SLO judgement (docs/slo.md), reads decode_matrix
+    "load.sql",  # open-loop points (issue 20)
+    "workload.sql",  # shared-prefix and multi-turn passes (issue 20; docs/workloads.md)
+    "slo_search.sql",  # the SLO search (issue 20): reads points, point_requests, slo_limits and slo_verdicts()
+    "trace.sql",  # trace-replay points (issue 20), after load.sql (its view reads points)
+    "hosts.sql",  # client hosts of Ray cells (issue 21; docs/distributed.md)
+    "telemetry.sql",  # GPU samples per cell (core/engine/telemetry.py)
+)
 MEMORY = ":memory:"
 
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")
@@ -115,16 +135,9 @@ def apply_schema(con: duckdb.DuckDBPyConnection, where: str) -> None:
         )
     try:
         con.execute("BEGIN TRANSACTION")
-        con.execute(_sql("schema.sql"))
-        # Migrations are the idempotent ALTERs at the end of schema.sql (v1 -> v2 adds two runs
-        # columns); a migration that can't be written that way goes here, before the views.
-        con.execute(_sql("views.sql"))
-        con.execute(_sql("slo_views.sql"))
-        con.execute(_sql("load.sql"))  # open-loop points (issue 20): their own file, so schema.sql merges stay simple
-        con.execute(_sql("workload.sql"))  # shared-prefix and multi-turn passes (issue 20; docs/workloads.md)
-        con.execute(_sql("slo_search.sql"))  # the SLO search (issue 20): reads points, point_requests and slo_limits
-        con.execute(_sql("trace.sql"))  # trace-replay points (issue 20), after load.sql (its view reads points)
-        con.execute(_sql("hosts.sql"))  # client hosts of Ray cells (issue 21; docs/distributed.md)
+        # A migration that can't be written as an idempotent statement goes before the file it needs.
+        for name in SCHEMA_FILES:
+            con.execute(_sql(name))
         if version != SCHEMA_VERSION:
             con.execute(
                 "INSERT OR REPLACE INTO schema_version VALUES (?, ?)",

@@ -29,7 +29,8 @@ MANIFEST = "manifest.json"
 _IDENTITY = ("engine", "model", "host", "started_at", "source")
 # Tables an export written by an older infermatrix may not have (added after export v1 began).
 _OPTIONAL_TABLES = frozenset({"prefill_samples", "slo_limits", "run_costs", "points", "point_requests", "workload_passes", "workload_requests",
-                              "trace_points", "trace_requests", "cell_host_stats"})  # tables newer than the first exports
+                              "trace_points", "trace_requests", "cell_host_stats", "slo_searches", "slo_search_probes",
+                              "gpu_samples"})  # tables newer than the first exports
 
 
 @dataclass

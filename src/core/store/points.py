@@ -12,7 +12,7 @@ from infermatrix.core.store.store import Bulk, Store
 from infermatrix.core.store.errors import StoreError
 from infermatrix.core.store.trace_store import trace_statements
 
-__all__ = ["POINT_STATUSES", "POINT_COLUMNS", "POINT_REQUEST_COLUMNS", "save_point", "done_points", "has_points"]
+__all__ = ["POINT_STATUSES", "POINT_COLUMNS", "POINT_REQUEST_COLUMNS", "save_point", "done_points"]
 
 POINT_STATUSES = ("valid", "client_bound", "error", "interrupted")
 POINT_COLUMNS = (
@@ -51,9 +51,3 @@ def done_points(store: Store, run_id: str, retry_errors: bool = False) -> set[in
     final = [s for s in POINT_STATUSES if s != "interrupted" and not (retry_errors and s == "error")]
     _, found = store.query("SELECT point FROM points WHERE run_id = ? AND list_contains(?, status)", [run_id, final])
     return {int(r[0]) for r in found}
-
-
-def has_points(store: Store) -> bool:
-    """Whether this store has the load tables (a read-only store an older infermatrix wrote may not)."""
-    _, found = store.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'load_points'")
-    return bool(found and found[0][0])

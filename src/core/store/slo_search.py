@@ -8,7 +8,7 @@ from typing import Any
 
 from infermatrix.core.store.store import Store
 
-__all__ = ["SEARCH_COLUMNS", "PROBE_COLUMNS", "save_search", "save_probe", "stored_probes", "stored_search", "has_search"]
+__all__ = ["SEARCH_COLUMNS", "PROBE_COLUMNS", "save_search", "save_probe", "stored_probes", "stored_search"]
 
 SEARCH_COLUMNS = (
     "run_id", "slo", "over", "context_tokens", "arrival", "start", "start_source", "resolution", "max_load",
@@ -56,9 +56,3 @@ def stored_probes(store: Store, run_id: str) -> dict[int, dict[str, Any]]:
 def stored_search(store: Store, run_id: str) -> dict[str, Any] | None:
     found = _dicts(store, "SELECT * FROM slo_searches WHERE run_id = ?", [run_id])
     return found[0] if found else None
-
-
-def has_search(store: Store) -> bool:
-    """Whether this store has the search tables (a read-only store an older infermatrix wrote may not)."""
-    _, found = store.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'slo_search'")
-    return bool(found and found[0][0])

@@ -1,5 +1,5 @@
--- infermatrix store: the SLO search (issue 20 item 3; docs/load.md, "Search"). Applied on every read-write
--- open after load.sql (it reads points and point_requests) and slo_views.sql; every statement is idempotent.
+-- infermatrix store: the SLO search (issue 20 item 3; docs/load.md, "Search"). Applied on every open and upgrade
+-- after load.sql (it reads points and point_requests) and slo_views.sql (its macros); every statement is idempotent.
 -- Tables: slo_searches (one search per run: its answer), slo_search_probes (every probe, in order).
 -- Views: slo_search (contract: its column names and order are public), slo_points (open-loop points judged
 -- by the run's SLOs, as slo_cells judges decode cells), point_latencies (helper).
@@ -43,15 +43,14 @@ CREATE TABLE IF NOT EXISTS slo_search_probes (
 );
 
 -- Every request of a valid open-loop point, with the per-request metrics the SLO limits name (times from the
--- SCHEDULED send, as the point's own figures: a lagging client is charged, docs/load.md); then the columns
+-- SCHEDULED send, as the point's own figures: a lagging client is charged, docs/load.md; TPOT and tps by
+-- request_tpot_ms() / request_tps(), as for cells); then the columns
 -- slo_verdicts() reads (context_tokens and concurrency NULL: a point is keyed by `point`; finished: outcome ok).
 CREATE OR REPLACE VIEW point_latencies AS
 SELECT
     q.run_id, q.point, q.request_no, q.outcome, q.output_tokens, q.ttft_ms, q.e2e_ms,
-    CASE WHEN q.output_tokens > 1 AND q.ended > q.first_token
-         THEN (q.ended - q.first_token) * 1000.0 / (q.output_tokens - 1) END AS tpot_ms,
-    CASE WHEN q.output_tokens > 1 AND q.ended > q.first_token
-         THEN (q.output_tokens - 1) / (q.ended - q.first_token) END AS tps,
+    request_tpot_ms(q.output_tokens, q.first_token, q.ended) AS tpot_ms,
+    request_tps(q.output_tokens, q.first_token, q.ended) AS tps,
     NULL::INTEGER AS context_tokens, NULL::INTEGER AS concurrency, q.outcome = 'ok' AS finished
 FROM point_requests q
 JOIN points p ON p.run_id = q.run_id AND p.point = q.point

@@ -1,9 +1,19 @@
--- infermatrix store: SLO, frontier, cost and engine-statistics views (v5; docs/slo.md, docs/metrics.md).
--- Re-created on every read-write open, after views.sql (they read decode_matrix and latency_at()).
+-- infermatrix store: SLO, frontier, cost and engine-statistics views (docs/slo.md, docs/metrics.md).
+-- Re-created on every open and upgrade, after views.sql (they read decode_matrix, nearest_rank(), wilson_bound()).
 --
 -- Contract views (DESIGN.md §7): slo_cells, slo_capacity, frontier.
 -- Helper views (not contract): request_latencies, slo_requests, run_gpus, cell_engine_stats.
--- Macros: slo_request_verdicts(), slo_verdicts() -- the one SLO judgement, also of open-loop points (slo_search.sql).
+-- Macros: request_tpot_ms(), request_tps(), slo_request_verdicts(), slo_verdicts() -- the one SLO judgement, also of
+-- open-loop points (slo_search.sql).
+
+-- A request's TPOT (ms per output token after the first) and decode rate (tokens/s after the first), as the SLO
+-- judges them (docs/metrics.md, "SLOs"): (ended - first token) / (output tokens - 1); NULL for a request with fewer
+-- than 2 output tokens or no time between its first and last token. One definition for cells (request_latencies)
+-- and open-loop points (point_latencies in slo_search.sql).
+CREATE OR REPLACE MACRO request_tpot_ms(_output_tokens, _first_token, _ended) AS
+    CASE WHEN _output_tokens > 1 AND _ended > _first_token THEN (_ended - _first_token) * 1000.0 / (_output_tokens - 1) END;
+CREATE OR REPLACE MACRO request_tps(_output_tokens, _first_token, _ended) AS
+    CASE WHEN _output_tokens > 1 AND _ended > _first_token THEN (_output_tokens - 1) / (_ended - _first_token) END;
 
 -- Every request of a valid cell that the SLO judges: it ended inside the cell's window and was not closed
 -- by the client at the window's end (cancelled). A failed request is judged (and is not good).
@@ -14,11 +24,9 @@ CREATE OR REPLACE VIEW request_latencies AS
 SELECT
     q.run_id, q.context_tokens, q.concurrency, q.request_no, q.outcome, q.finish_reason, q.output_tokens,
     q.ttft_ms,
-    CASE WHEN q.output_tokens > 1 AND q.ended > q.first_token
-         THEN (q.ended - q.first_token) * 1000.0 / (q.output_tokens - 1) END AS tpot_ms,
+    request_tpot_ms(q.output_tokens, q.first_token, q.ended) AS tpot_ms,
     (q.ended - q.sent) * 1000.0 AS e2e_ms,
-    CASE WHEN q.output_tokens > 1 AND q.ended > q.first_token
-         THEN (q.output_tokens - 1) / (q.ended - q.first_token) END AS tps,
+    request_tps(q.output_tokens, q.first_token, q.ended) AS tps,
     NULL::INTEGER AS point,
     q.outcome = 'ok' AND q.finish_reason IS NOT NULL AS finished
 FROM requests q
@@ -82,10 +90,10 @@ WITH counts AS (
     FROM (
         SELECT x.run_id, l.slo, x.context_tokens, x.concurrency, x.point,
                CASE l.metric
-                   WHEN 'ttft_ms' THEN x.ttft[greatest(1, ceil(l.percentile / 100.0 * len(x.ttft)))::INTEGER] <= l.limit_value
-                   WHEN 'tpot_ms' THEN x.tpot[greatest(1, ceil(l.percentile / 100.0 * len(x.tpot)))::INTEGER] <= l.limit_value
-                   WHEN 'e2e_ms' THEN x.e2e[greatest(1, ceil(l.percentile / 100.0 * len(x.e2e)))::INTEGER] <= l.limit_value
-                   WHEN 'tps' THEN x.tps[greatest(1, ceil(l.percentile / 100.0 * len(x.tps)))::INTEGER] >= l.limit_value
+                   WHEN 'ttft_ms' THEN nearest_rank(x.ttft, l.percentile / 100.0) <= l.limit_value
+                   WHEN 'tpot_ms' THEN nearest_rank(x.tpot, l.percentile / 100.0) <= l.limit_value
+                   WHEN 'e2e_ms' THEN nearest_rank(x.e2e, l.percentile / 100.0) <= l.limit_value
+                   WHEN 'tps' THEN nearest_rank(x.tps, l.percentile / 100.0) >= l.limit_value
                END AS ok  -- NULL for an empty list (indexing past the end)
         FROM lists x JOIN slo_limits l ON l.run_id = x.run_id
         WHERE l.percentile IS NOT NULL AND l.metric <> 'attainment'
@@ -103,9 +111,9 @@ SELECT n.run_id, n.slo, n.context_tokens, n.concurrency, n.point, n.judged, n.go
            WHEN coalesce(pc.unknown, 0) > 0 THEN NULL
            ELSE true
        END AS meets,
-       x.ttft[greatest(1, ceil(0.99 * len(x.ttft)))::INTEGER] AS ttft_p99_ms,
-       x.tpot[greatest(1, ceil(0.5 * len(x.tpot)))::INTEGER] AS tpot_p50_ms,
-       x.tpot[greatest(1, ceil(0.99 * len(x.tpot)))::INTEGER] AS tpot_p99_ms
+       nearest_rank(x.ttft, 0.99) AS ttft_p99_ms,
+       nearest_rank(x.tpot, 0.5) AS tpot_p50_ms,
+       nearest_rank(x.tpot, 0.99) AS tpot_p99_ms
 FROM counts n
 JOIN rules g ON g.run_id = n.run_id AND g.slo = n.slo
 JOIN lists x ON x.run_id = n.run_id AND x.context_tokens IS NOT DISTINCT FROM n.context_tokens
@@ -118,17 +126,16 @@ CREATE OR REPLACE VIEW slo_requests AS
 SELECT run_id, slo, context_tokens, concurrency, request_no, output_tokens, good, per_request_ok
 FROM slo_request_verdicts('request_latencies');
 
--- Per valid cell and SLO: attainment (good / judged requests) with its 95 % Wilson score interval, request
+-- Per valid cell and SLO: attainment (good / judged requests) with its 95 % Wilson score interval (wilson_bound()), request
 -- and token goodput (good requests, and their output tokens, per second of the window), and whether the cell
 -- meets the SLO (slo_verdicts(): every limit judged on the cell's judged requests, percentiles included).
 -- meets is NULL when a limit cannot be judged (no judged requests: an imported page keeps none) and none fails.
 -- After the contract columns: the counts behind the shares, the cell's tokens, and the TTFT p99 and TPOT p50/p99
 -- over its judged requests (the figures a percentile limit is judged on).
 CREATE OR REPLACE VIEW slo_cells AS
-WITH wilson AS (
+WITH cell_verdicts AS (
     SELECT d.run_id, s.slo, d.context_label, d.context_tokens, d.concurrency, d.measured_s,
-           v.judged, v.good, v.good_tokens, v.meets, v.ttft_p99_ms, v.tpot_p50_ms, v.tpot_p99_ms,
-           v.good::DOUBLE / v.judged AS p, 1.959963984540054 AS z
+           v.judged, v.good, v.good_tokens, v.meets, v.ttft_p99_ms, v.tpot_p50_ms, v.tpot_p99_ms
     FROM (SELECT DISTINCT run_id, slo FROM slo_limits) s
     JOIN decode_matrix d ON d.run_id = s.run_id AND d.status = 'valid'
     LEFT JOIN slo_verdicts('request_latencies') v ON v.run_id = d.run_id AND v.slo = s.slo
@@ -136,9 +143,9 @@ WITH wilson AS (
 )
 SELECT
     run_id, slo, context_label, concurrency,
-    p AS attainment,
-    greatest(0.0, ((p + z * z / (2 * judged)) - z * sqrt(p * (1 - p) / judged + z * z / (4.0 * judged * judged))) / (1 + z * z / judged)) AS attainment_lo,
-    least(1.0, ((p + z * z / (2 * judged)) + z * sqrt(p * (1 - p) / judged + z * z / (4.0 * judged * judged))) / (1 + z * z / judged)) AS attainment_hi,
+    good::DOUBLE / judged AS attainment,
+    wilson_bound(good, judged, -1) AS attainment_lo,
+    wilson_bound(good, judged, 1) AS attainment_hi,
     -- NULL when no request was judged (an imported page keeps no request records)
     CASE WHEN judged IS NOT NULL THEN good / measured_s END AS request_goodput,
     CASE WHEN judged IS NOT NULL THEN good_tokens / measured_s END AS token_goodput,
@@ -146,7 +153,7 @@ SELECT
     -- after the contract columns: the counts behind the shares, the cell's tokens, the judged requests' percentiles
     context_tokens, coalesce(judged, 0) AS judged_requests, coalesce(good, 0) AS good_requests,
     ttft_p99_ms, tpot_p50_ms, tpot_p99_ms
-FROM wilson
+FROM cell_verdicts
 ORDER BY run_id, slo, context_tokens, concurrency;
 
 -- GPUs a run's engine used: its parallelism as the engine plugin reports it (tensor x pipeline x data

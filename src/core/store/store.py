@@ -51,9 +51,10 @@ _REQUEST_COLUMNS = (
 _HISTOGRAM_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "unit", "count", "encoded")
 _PERCENTILE_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "percentile", "value_ms")
 _CHILD_TABLES = ("requests", "histograms", "histogram_percentiles", "cell_host_stats")
-# Every table that holds a run's rows (keyed by run_id), runs last.
+# Every table that holds a run's rows (keyed by run_id), runs last: every store has them all (connect.SCHEMA_FILES),
+# so deleting, exporting or importing a run takes its search and GPU samples too.
 RUN_TABLES = ("prefill", "prefill_samples", "cells", *_CHILD_TABLES, "slo_limits", "run_costs", "points", "point_requests", "workload_passes",
-              "workload_requests", "trace_points", "trace_requests", "runs")
+              "workload_requests", "trace_points", "trace_requests", "slo_searches", "slo_search_probes", "gpu_samples", "runs")
 
 
 class Bulk:

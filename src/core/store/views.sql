@@ -1,9 +1,10 @@
--- infermatrix store: macros and views. Re-created on every read-write open (CREATE OR REPLACE),
+-- infermatrix store: macros and views. Re-created on every open and upgrade (CREATE OR REPLACE; connect.SCHEMA_FILES),
 -- so they always match the code; bump SCHEMA_VERSION in connect.py when they change.
 --
 -- Contract views (DESIGN.md §4; column names and order are public, other tools read them):
 --   prefill_list, decode_matrix, engine_comparison, latency_percentiles
--- Helper objects (not contract): context_label(), latency_at(), decode_details, run_summary, run_method.
+-- Helper objects (not contract): context_label(), latency_at(), nearest_rank(), wilson_score(), wilson_bound(),
+--   decode_details, run_summary, run_method.
 -- Views carry an ORDER BY (run, context tokens, concurrency) so `SELECT * FROM view` reads in
 -- report order; DuckDB keeps it for plain selects, but add your own ORDER BY when it matters.
 
@@ -23,6 +24,24 @@ CREATE OR REPLACE MACRO latency_at(_run_id, _context_tokens, _concurrency, _metr
     ORDER BY h.percentile
     LIMIT 1
 );
+
+-- The nearest-rank percentile (docs/metrics.md): the value at rank ceil(q x n) (at least 1) of a list already in
+-- rank order (list_sort, or list_reverse_sort where the highest ranks first), q a fraction (0.99 for p99); NULL
+-- for an empty list. q x n is rounded to 6 decimals before the ceiling, so float error cannot move the rank
+-- (99.9 / 100.0 x 1000 is 999.0000000000001 in binary: rank 999, not 1000). The one definition: every view that
+-- ranks uses it, and Python's infermatrix.core.quantiles.nearest_rank is tested equal to it.
+CREATE OR REPLACE MACRO nearest_rank(_ranked, _q) AS
+    _ranked[greatest(1, ceil(round(_q * len(_ranked), 6)))::INTEGER];
+
+-- The 95 % Wilson score interval of a share good / n (docs/metrics.md, attainment_lo/_hi): _side -1 gives its lower
+-- bound, +1 its upper, clipped to [0, 1]; NULL without a trial (n NULL or 0: greatest/least skip a NULL, so the
+-- CASE keeps an unknown share from reading as the interval [0, 1]). wilson_score is the formula for any p and z.
+CREATE OR REPLACE MACRO wilson_score(_p, _n, _z, _side) AS
+    CASE WHEN _n > 0 THEN
+        greatest(0.0, least(1.0, ((_p + _z * _z / (2 * _n)) + _side * _z * sqrt(_p * (1 - _p) / _n + _z * _z / (4.0 * _n * _n)))
+                                 / (1 + _z * _z / _n)))
+    END;
+CREATE OR REPLACE MACRO wilson_bound(_good, _n, _side) AS wilson_score(_good::DOUBLE / nullif(_n, 0), _n, 1.959963984540054, _side);
 
 -- One cold request per context; numbers only for valid probes (like decode_matrix).
 CREATE OR REPLACE VIEW prefill_list AS
