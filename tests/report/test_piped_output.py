@@ -106,12 +106,16 @@ def test_plugins_table_whole():
 
 def test_run_prints_its_report_whole(tmp_path):
     db = tmp_path / "run.duckdb"
-    text = piped("run", "configs/demo-sim.toml", "--db", str(db), "--set", "matrix.duration_s=1", "--set", "matrix.contexts=[1024]",
+    text = piped("run", "configs/demo-sim.toml", "--db", str(db), "--set", "matrix.duration_s=2", "--set", "matrix.contexts=[1024]",
                  "--set", "matrix.concurrency=[1]", "--set", "matrix.prefill_contexts=[]", "--slo", SLO, "--gpu-hour-price", "2.5")
     with Store(db, read_only=True) as s:
         rid = s.latest_run_id()
-        ((gpu, usd, usd_total),) = s.query("SELECT tps_per_gpu, usd_per_mtok, usd_per_mtok_total FROM frontier")[1]
+        frontier = s.query("SELECT tps_per_gpu, usd_per_mtok, usd_per_mtok_total FROM frontier")[1]
+        ((status,),) = s.query("SELECT status FROM cells")[1]
     assert "…" not in text and f"SLO {SLO}" in text.splitlines() and f"run id: {rid}  ·  database: {db}" in text
-    # the frontier row whole: tok/s per GPU and both costs on the 1K × 1 line
-    assert any(ln.split()[:3] == ["1K", "1", fmt_tps(gpu)] and ln.split()[-2:] == [fmt_usd(usd), fmt_usd(usd_total)]
-               for ln in text.splitlines())
+    # The frontier holds valid cells only; on a starved machine the one 2 s cell can be judged client_bound
+    # (the verdict's business, tested elsewhere), and then there is no frontier row to print: what is stored decides.
+    assert len(frontier) == (1 if status == "valid" else 0), (status, frontier)
+    for gpu, usd, usd_total in frontier:  # the frontier row whole: tok/s per GPU and both costs on the 1K × 1 line
+        assert any(ln.split()[:3] == ["1K", "1", fmt_tps(gpu)] and ln.split()[-2:] == [fmt_usd(usd), fmt_usd(usd_total)]
+                   for ln in text.splitlines())
