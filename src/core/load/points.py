@@ -8,12 +8,10 @@ saves what was sent as ``interrupted`` (resume runs it again).
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from infermatrix.core.config import LoadConfig, RunConfig
 from infermatrix.core.contexts import format_context
-from infermatrix.core.engine.step import StepEnd
 from infermatrix.core.arrival_spec import parse_arrival
 from infermatrix.core.load.arrivals import schedule
 from infermatrix.core.stream.client import encode_body
@@ -80,44 +78,21 @@ async def run_point(rc: RunContext, progress: RunProgress, index: int, lc: LoadC
     await _one_point(rc, progress, index, lc)
 
 
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
-
-
 async def _one_point(rc: RunContext, progress: RunProgress, index: int, lc: Any = None) -> None:
     lc = lc if lc is not None else rc.cfg.load[index]  # a LoadConfig, or a TraceLoadConfig (trace_point.py)
-    label = point_label(rc.cfg, lc)
-    progress.cell(label)
-    started_at = _now()
     state: dict[str, Any] = {}
     # A trace replay (core/load/trace_point.py) is measured and judged by its own pair; saved like any point.
     measure_point, point_rows = (measure_trace_point, trace_point_rows) if is_trace(lc) else (_measure_point, _point_rows)
 
-    def begin() -> None:  # the engine is up: the point starts now
-        nonlocal started_at
-        started_at = _now()
-
     async def measure() -> None:
         await measure_point(rc, index, lc, state)
 
-    def save(end: StepEnd[None]) -> None:
-        row, reqs = point_rows(rc, index, lc, state, "error" if end.failed else None, end.reason)
-        row.update(started_at=started_at, finished_at=_now())
-        if row.get("reason"):
-            row["reason"] = rc.steps.engine.redact(row["reason"])
-        rc.steps.phase("save")
-        save_point(rc.store, rc.run_id, row, reqs)
-        rc.count(row["status"])
-        detail = row["reason"] or (f"{row.get('achieved_rate') or 0:.2f}/s achieved, lag p99 {row['lag_p99_ms']:.1f} ms, "
-                                   f"TTFT p50 {row['ttft_p50_ms'] or 0:,.0f} ms")  # fmt: skip
-        progress.finished(label, row["status"], detail)
+    def detail(row: dict[str, Any]) -> str:
+        return f"{row.get('achieved_rate') or 0:.2f}/s achieved, lag p99 {row['lag_p99_ms']:.1f} ms, TTFT p50 {row['ttft_p50_ms'] or 0:,.0f} ms"
 
-    def interrupted() -> None:
-        row, reqs = point_rows(rc, index, lc, state, "interrupted", "run interrupted during this point (resume runs it again)")
-        row.update(started_at=started_at, finished_at=_now())
-        save_point(rc.store, rc.run_id, row, reqs)
-
-    await rc.steps.step(measure, save, interrupted, begin)
+    await rc.row_step(progress, point_label(rc.cfg, lc), measure, lambda status, reason: point_rows(rc, index, lc, state, status, reason),
+                      lambda row, reqs: save_point(rc.store, rc.run_id, row, reqs), detail,
+                      "run interrupted during this point (resume runs it again)")  # fmt: skip
 
 
 async def _measure_point(rc: RunContext, index: int, lc: LoadConfig, state: dict[str, Any]) -> None:

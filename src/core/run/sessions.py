@@ -12,14 +12,12 @@ with what was sent and brings the engine back; an interrupt saves it as ``interr
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from infermatrix.core.engine.step import StepEnd
 from infermatrix.core.stream.client import endpoint_path, request_body, stream_request
 from infermatrix.core.measure.engine_stats import counter_deltas
 from infermatrix.core.load.context import RunContext
@@ -74,35 +72,12 @@ async def run_sessions(rc: RunContext, retry_errors: bool = False) -> None:
     workload = rc.workload
     if not isinstance(workload, SessionWorkload) or pass_done(rc.store, rc.run_id, retry_errors):
         return
+    state = _Pass()
     with rc.live(1) as progress:
-        label = workload.name
-        progress.cell(label)
-        started_at = _now()
-        state = _Pass()
-
-        def begin() -> None:  # the engine is up: the pass starts now
-            nonlocal started_at
-            started_at = _now()
-
-        def save(end: StepEnd[None]) -> None:
-            row, reqs = _rows(rc, workload, state, "error" if end.failed else "valid", end.reason)
-            row.update(started_at=started_at, finished_at=_now())
-            if row.get("reason"):
-                row["reason"] = rc.steps.engine.redact(row["reason"])
-            rc.steps.phase("save")
-            save_workload_pass(rc.store, rc.run_id, row, reqs)
-            rc.count(row["status"])
-            progress.finished(label, row["status"], row["reason"] or _detail(row))
-
-        def interrupted() -> None:
-            row, reqs = _rows(rc, workload, state, "interrupted", "run interrupted during the workload pass (resume runs it again)")
-            save_workload_pass(rc.store, rc.run_id, {**row, "started_at": started_at, "finished_at": _now()}, reqs)
-
-        await rc.steps.step(lambda: _send_pass(rc, workload, state), save, interrupted, begin)
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        await rc.row_step(progress, workload.name, lambda: _send_pass(rc, workload, state),
+                          lambda status, reason: _rows(rc, workload, state, status or "valid", reason),
+                          lambda row, reqs: save_workload_pass(rc.store, rc.run_id, row, reqs), _detail,
+                          "run interrupted during the workload pass (resume runs it again)")  # fmt: skip
 
 
 def _detail(row: dict[str, Any]) -> str:
