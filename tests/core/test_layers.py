@@ -187,7 +187,8 @@ def test_the_graph_sees_what_it_should() -> None:
     assert "infermatrix.core.run.runner" in g["infermatrix.cli.run_cmd"]  # imported inside a function there
     assert "infermatrix.core.distributed.workers" in g["infermatrix.core.measure.cell"]  # why distributed sits below measure
     assert "infermatrix.core.load.points" in g["infermatrix.core.run.runner"]  # why load sits below run
-    assert not any(d.startswith("infermatrix.core.run") for d in g["infermatrix.core.load.points"])  # MatrixRun: type-only
+    assert not any(d.startswith("infermatrix.core.run") for d in g["infermatrix.core.load.points"])  # RunContext: type-only
+    assert not any(d.startswith("infermatrix.core.run") for d in g["infermatrix.core.load.context"])  # what a point gets of the run
     code = "def f():\n    from infermatrix.core.run import runner\nif TYPE_CHECKING:\n    import infermatrix.core.run.steps\n"
     found = _imports(ast.parse(code), "infermatrix.core.measure.x", False)
     assert "infermatrix.core.run.runner" in found and "infermatrix.core.run.steps" not in found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infermatrix.core.run.steps import Phase
+from infermatrix.core.engine.step import Phase
 from infermatrix.core.wallclock import GROUPS, PhaseClock, add_totals, group_of, wall_split
 
 

@@ -1,21 +1,17 @@
 """Open-loop load points, run after the matrix on the same engine: each point's prompts prepared, its
 schedule sent (core/load/openloop.py), judged (valid / client_bound), and saved in one transaction.
 
-Errors and interrupts are handled as a decode cell's are (core/run/matrix.py): an engine lost inside a
-point saves it as ``error`` with the reason and brings the engine back; a step that fails with the engine
-up is an ``error``; an interrupt saves what was sent as ``interrupted`` (resume runs it again).
+A point is one step (core/engine/step.py), as a decode cell is: an engine lost inside it saves it as ``error``
+with the reason and brings the engine back; a step that fails with the engine up is an ``error``; an interrupt
+saves what was sent as ``interrupted`` (resume runs it again).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from infermatrix.core.config import LoadConfig, RunConfig
 from infermatrix.core.contexts import format_context
-from infermatrix.core.engine.watch import EngineDown, StepFailed, guarded
 from infermatrix.core.arrival_spec import parse_arrival
 from infermatrix.core.load.arrivals import schedule
 from infermatrix.core.stream.client import encode_body
@@ -26,8 +22,8 @@ from infermatrix.core.load.trace_point import is_trace, measure_trace_point, tra
 from infermatrix.core.store.points import done_points, save_point
 from infermatrix.core.types import RequestRecord
 
-if TYPE_CHECKING:  # the run hands itself in (core/run/runner.py); load never imports run at run time
-    from infermatrix.core.run.matrix import MatrixRun
+if TYPE_CHECKING:  # the run hands in its context (core/load/context.py); load never imports run at run time
+    from infermatrix.core.load.context import RunContext
     from infermatrix.core.run.progress import RunProgress
 
 __all__ = ["pending_points", "run_points", "run_point", "point_context", "point_label", "plan_lines"]
@@ -68,73 +64,48 @@ def pending_points(store: Any, run_id: str | None, cfg: RunConfig, retry_errors:
     return [i for i in range(len(loads)) if i not in done]
 
 
-async def run_points(mr: MatrixRun, todo: list[int]) -> None:
+async def run_points(rc: RunContext, todo: list[int]) -> None:
     """Every pending point, in order, each saved before the next starts."""
     if not todo:
         return
-    with mr.live(len(todo)) as progress:
+    with rc.live(len(todo)) as progress:
         for index in todo:
-            await _one_point(mr, progress, index)
+            await _one_point(rc, progress, index)
 
 
-async def run_point(mr: MatrixRun, progress: RunProgress, index: int, lc: LoadConfig) -> None:
+async def run_point(rc: RunContext, progress: RunProgress, index: int, lc: LoadConfig) -> None:
     """One point that is not a ``[[load]]`` entry (an SLO search's probe, core/load/search.py), stored as point ``index``."""
-    await _one_point(mr, progress, index, lc)
+    await _one_point(rc, progress, index, lc)
 
 
-async def _one_point(mr: MatrixRun, progress: RunProgress, index: int, lc: Any = None) -> None:
-    lc = lc if lc is not None else mr.cfg.load[index]  # a LoadConfig, or a TraceLoadConfig (trace_point.py)
-    label = point_label(mr.cfg, lc)
-    progress.cell(label)
-    await mr.ensure_up()
-    started_at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+async def _one_point(rc: RunContext, progress: RunProgress, index: int, lc: Any = None) -> None:
+    lc = lc if lc is not None else rc.cfg.load[index]  # a LoadConfig, or a TraceLoadConfig (trace_point.py)
     state: dict[str, Any] = {}
-    recover = False
     # A trace replay (core/load/trace_point.py) is measured and judged by its own pair; saved like any point.
     measure_point, point_rows = (measure_trace_point, trace_point_rows) if is_trace(lc) else (_measure_point, _point_rows)
 
     async def measure() -> None:
-        await measure_point(mr, index, lc, state)
+        await measure_point(rc, index, lc, state)
 
-    try:
-        await guarded(mr.engine, mr.client, mr.transport, measure)
-        row, reqs = point_rows(mr, index, lc, state, None, None)
-    except EngineDown as down:
-        reason, _ = await mr.went_down(down.why)
-        row, reqs = point_rows(mr, index, lc, state, "error", reason)
-        recover = True
-    except StepFailed as exc:
-        row, reqs = point_rows(mr, index, lc, state, "error", f"failed in {mr.phase.now}: {exc.why}")
-    except anyio.get_cancelled_exc_class():
-        with anyio.CancelScope(shield=True):
-            row, reqs = point_rows(mr, index, lc, state, "interrupted", "run interrupted during this point (resume runs it again)")
-            row.update(started_at=started_at, finished_at=dt.datetime.now(dt.UTC).replace(tzinfo=None))
-            save_point(mr.store, mr.run_id, row, reqs)
-        raise
-    row.update(started_at=started_at, finished_at=dt.datetime.now(dt.UTC).replace(tzinfo=None))
-    if row.get("reason"):
-        row["reason"] = mr.engine.redact(row["reason"])
-    mr.phase("save")
-    save_point(mr.store, mr.run_id, row, reqs)
-    mr.cells[row["status"]] = mr.cells.get(row["status"], 0) + 1
-    detail = row["reason"] or (f"{row.get('achieved_rate') or 0:.2f}/s achieved, lag p99 {row['lag_p99_ms']:.1f} ms, "
-                               f"TTFT p50 {row['ttft_p50_ms'] or 0:,.0f} ms")  # fmt: skip
-    progress.finished(label, row["status"], detail)
-    if recover:
-        await mr.recover()
+    def detail(row: dict[str, Any]) -> str:
+        return f"{row.get('achieved_rate') or 0:.2f}/s achieved, lag p99 {row['lag_p99_ms']:.1f} ms, TTFT p50 {row['ttft_p50_ms'] or 0:,.0f} ms"
+
+    await rc.row_step(progress, point_label(rc.cfg, lc), measure, lambda status, reason: point_rows(rc, index, lc, state, status, reason),
+                      lambda row, reqs: save_point(rc.store, rc.run_id, row, reqs), detail,
+                      "run interrupted during this point (resume runs it again)")  # fmt: skip
 
 
-async def _measure_point(mr: MatrixRun, index: int, lc: LoadConfig, state: dict[str, Any]) -> None:
+async def _measure_point(rc: RunContext, index: int, lc: LoadConfig, state: dict[str, Any]) -> None:
     """Prompts and bodies first (outside the schedule), then the schedule sent; fills ``state``."""
-    runner, phase = mr.runner, mr.phase
-    ctx = point_context(mr.cfg, lc)
-    seed = lc.seed if lc.seed is not None else mr.cfg.matrix.seed + index
+    runner, phase = rc.runner, rc.steps.phase
+    ctx = point_context(rc.cfg, lc)
+    seed = lc.seed if lc.seed is not None else rc.cfg.matrix.seed + index
     offsets = schedule(parse_arrival(lc.arrival), lc.rate, lc.duration_s, seed)
     state.update(offsets=offsets, seed=seed, records={}, ids={})
     phase("prompts")
     bodies = []
     for i in range(len(offsets)):
-        prompt = await mr.workload.prompt(ctx, f"load{index}/r{i}", distinct=True)
+        prompt = await rc.workload.prompt(ctx, f"load{index}/r{i}", distinct=True)
         bodies.append(encode_body(runner._body(prompt, lc.max_output)))
     phase("measure")
     await send_point(runner, state, index, offsets, bodies, lc.max_in_flight)  # state["plan"] filled as requests go: kept if interrupted
@@ -145,7 +116,7 @@ def _sent_at(rec: RequestRecord | None) -> float | None:
 
 
 def _point_rows(
-    mr: MatrixRun, index: int, lc: LoadConfig, state: dict[str, Any], status: str | None, reason: str | None,
+    rc: RunContext, index: int, lc: LoadConfig, state: dict[str, Any], status: str | None, reason: str | None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The point's row and its request rows from what was sent; ``status`` None: judge the schedule."""
     offsets: list[float] = state.get("offsets", [])
@@ -185,8 +156,8 @@ def _point_rows(
             "outcome": rec.outcome, "error": rec.error,
         })  # fmt: skip
     row: dict[str, Any] = {
-        "point": index, "label": point_label(mr.cfg, lc), "arrival": lc.arrival, "requested_rate": lc.rate, "duration_s": lc.duration_s,
-        "context_tokens": point_context(mr.cfg, lc), "max_output": lc.max_output, "max_in_flight": lc.max_in_flight,
+        "point": index, "label": point_label(rc.cfg, lc), "arrival": lc.arrival, "requested_rate": lc.rate, "duration_s": lc.duration_s,
+        "context_tokens": point_context(rc.cfg, lc), "max_output": lc.max_output, "max_in_flight": lc.max_in_flight,
         "seed": state.get("seed"), "scheduled": len(offsets), "scheduled_rate": len(offsets) / lc.duration_s, "sent": len(actual_off),
         "lag_bound_ms": lag_bound_ms(lc.rate), "queued": queued, "max_queue": plan.max_queue if plan else 0,
         "completed": completed, "failed": failed, "output_tokens": out_tokens, "origin": origin,

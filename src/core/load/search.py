@@ -2,7 +2,7 @@
 
 The order of probes is core/slo/search.py's; here each probe is measured as what the run already knows how
 to measure — a rate as an open-loop point (core/load/points.py), a concurrency as a decode cell
-(MatrixRun.decode_cell) — stored as such, then judged by the SQL views (slo_points, slo_cells) against the
+(the run's decode cell, ``RunContext.decode_cell``) — stored as such, then judged by the SQL views (slo_points, slo_cells) against the
 SLO saved with the run. A probe that is not ``valid`` (client_bound, error …) or that the SLO can't judge stops the
 search with the reason: it is neither a pass nor a fail. An ``over_capacity`` concurrency probe is a fail: the
 engine cannot hold that many streams, so no load from there up meets the SLO.
@@ -27,8 +27,8 @@ from infermatrix.core.store import Store
 from infermatrix.core.store.slo_search import save_probe, save_search, stored_probes, stored_search
 from infermatrix.core.store.slo_store import save_slos
 
-if TYPE_CHECKING:  # the run hands itself in (core/run/runner.py); load never imports run at run time
-    from infermatrix.core.run.matrix import MatrixRun
+if TYPE_CHECKING:  # the run hands in its context (core/load/context.py); load never imports run at run time
+    from infermatrix.core.load.context import RunContext
     from infermatrix.core.run.progress import RunProgress
 
 __all__ = ["check_search", "search_pending", "run_search", "search_context", "search_stopped", "FINAL_SEARCH"]
@@ -85,33 +85,33 @@ def _one(store: Store, sql: str, params: list[Any]) -> dict[str, Any] | None:
 
 
 class _Search:
-    """One search on a MatrixRun: its spec, where it stands, and its stored row."""
+    """One search on a run: its spec, where it stands, and its stored row."""
 
-    def __init__(self, mr: MatrixRun, retry_errors: bool):
-        sc = mr.cfg.search
+    def __init__(self, rc: RunContext, retry_errors: bool):
+        sc = rc.cfg.search
         assert sc is not None
-        self.mr, self.sc, self.retry = mr, sc, retry_errors
+        self.rc, self.sc, self.retry = rc, sc, retry_errors
         self.spec: SloSpec = parse_slo(sc.slo)
-        self.ctx = search_context(mr.cfg)
-        self.base = len(mr.cfg.load or [])  # rate probes are stored after the run's own [[load]] points
+        self.ctx = search_context(rc.cfg)
+        self.base = len(rc.cfg.load or [])  # rate probes are stored after the run's own [[load]] points
         self.row: dict[str, Any] = {
             "slo": self.spec.name, "over": sc.over, "context_tokens": self.ctx, "arrival": sc.arrival if sc.over == "rate" else None,
             "resolution": parse_resolution(sc.resolution, sc.over).text(), "max_load": sc.max, "status": "running",
             "started_at": _now(),
         }  # fmt: skip
-        self.stored = stored_probes(mr.store, mr.run_id)
+        self.stored = stored_probes(rc.store, rc.run_id)
 
     def unit(self, load: float) -> str:
         return f"{load:g}/s" if self.sc.over == "rate" else f"N = {load:g}"
 
     async def run(self, progress: RunProgress) -> None:
-        mr, sc = self.mr, self.sc
-        save_slos(mr.store, mr.run_id, [self.spec])  # the views judge every probe by the SLO stored with the run
+        rc, sc = self.rc, self.sc
+        save_slos(rc.store, rc.run_id, [self.spec])  # the views judge every probe by the SLO stored with the run
         start, source = sc.start, "stated"
         if start is None:
             start, source = await self._start(progress)
         self.row.update(start=start, start_source=source)
-        save_search(mr.store, mr.run_id, self.row)
+        save_search(rc.store, rc.run_id, self.row)
         if start is None:
             return self._finish("stopped", source)
         search = Bisection(start=start, resolution=parse_resolution(sc.resolution, sc.over), over=sc.over, max_load=sc.max)
@@ -125,17 +125,17 @@ class _Search:
                 return self._finish("stopped", reason)
             search.record(load, verdict == "pass", step, delivered)
             self.row.update(highest_pass=search.lo, lowest_fail=search.hi)
-            save_search(mr.store, mr.run_id, self.row)
+            save_search(rc.store, rc.run_id, self.row)
             probe += 1
         assert search.outcome is not None
         self._finish(search.outcome, _outcome_reason(search, self))
 
     def _finish(self, status: str, reason: str | None) -> None:
         self.row.update(status=status, reason=reason, finished_at=_now())
-        save_search(self.mr.store, self.mr.run_id, self.row)
+        save_search(self.rc.store, self.rc.run_id, self.row)
         lo, hi = self.row.get("highest_pass"), self.row.get("lowest_fail")
         answer = f"highest passing {self.unit(lo) if lo is not None else 'none'}, lowest failing {self.unit(hi) if hi is not None else 'none'}"
-        self.mr.console.print(f"  SLO search ({self.spec.name}): {status}: {answer}" + (f" — {reason}" if reason else ""), highlight=False)
+        self.rc.console.print(f"  SLO search ({self.spec.name}): {status}: {answer}" + (f" — {reason}" if reason else ""), highlight=False)
 
     async def _start(self, progress: RunProgress) -> tuple[float | None, str]:
         """Concurrency: 1. Rate: the request rate one closed-loop stream achieves — 1 / the median end-to-end
@@ -147,8 +147,8 @@ class _Search:
         if cell is None or cell["status"] != "valid":
             why = "not stored" if cell is None else f"{cell['status']}: {cell.get('reason') or ''}"
             return None, f"could not measure a start: {label} is {why}; give --start"
-        got = _one(self.mr.store, "SELECT median(e2e_ms) AS e2e FROM request_latencies WHERE run_id = ? AND context_tokens = ? "
-                   "AND concurrency = 1 AND outcome = 'ok'", [self.mr.run_id, self.ctx])  # fmt: skip
+        got = _one(self.rc.store, "SELECT median(e2e_ms) AS e2e FROM request_latencies WHERE run_id = ? AND context_tokens = ? "
+                   "AND concurrency = 1 AND outcome = 'ok'", [self.rc.run_id, self.ctx])  # fmt: skip
         if got is None or not got["e2e"]:
             return None, f"could not measure a start: no request of {label} ended in its window; give --start or a longer matrix.duration_s"
         rate = float(f"{1000.0 / got['e2e']:.3g}")
@@ -156,12 +156,12 @@ class _Search:
 
     async def _cell(self, progress: RunProgress, n: int) -> dict[str, Any] | None:
         """The decode cell (search context, n): the stored one when final, else measured now."""
-        mr = self.mr
+        rc = self.rc
         sql = "SELECT status, reason FROM cells WHERE run_id = ? AND context_tokens = ? AND concurrency = ?"
-        cell = _one(mr.store, sql, [mr.run_id, self.ctx, n])
+        cell = _one(rc.store, sql, [rc.run_id, self.ctx, n])
         if cell is None or cell["status"] == "interrupted" or (self.retry and cell["status"] == "error"):
-            await mr.decode_cell(progress, self.ctx, n)
-            cell = _one(mr.store, sql, [mr.run_id, self.ctx, n])
+            await rc.decode_cell(progress, self.ctx, n)
+            cell = _one(rc.store, sql, [rc.run_id, self.ctx, n])
         return cell
 
     async def _probe(self, progress: RunProgress, probe: int, load: float, step: str) -> tuple[str, str | None, float | None]:
@@ -191,7 +191,7 @@ class _Search:
             row["reason"] = f"probe {probe} at {self.unit(load)}: the SLO could not be judged on it (no request to judge, or an empty histogram)"
         else:
             row["verdict"], row["reason"] = ("pass" if row["meets"] else "fail"), None
-        save_probe(self.mr.store, self.mr.run_id, row)
+        save_probe(self.rc.store, self.rc.run_id, row)
         return row["verdict"], row["reason"], self._counted(row)
 
     def _counted(self, row: dict[str, Any]) -> float | None:
@@ -199,27 +199,27 @@ class _Search:
         return row.get("achieved") if self.sc.over == "rate" and row.get("status") == "valid" else None
 
     async def _rate_probe(self, progress: RunProgress, point: int, rate: float) -> dict[str, Any]:
-        mr, sc = self.mr, self.sc
-        lc = LoadConfig(rate=rate, arrival=sc.arrival, duration_s=sc.duration_s or mr.cfg.matrix.duration_s, context=self.ctx,
-                        max_output=mr.cfg.matrix.max_output, max_in_flight=sc.max_in_flight)  # fmt: skip
-        await run_point(mr, progress, point, lc)
-        p = _one(mr.store, "SELECT status, reason, achieved_rate FROM points WHERE run_id = ? AND point = ?", [mr.run_id, point]) or {}
+        rc, sc = self.rc, self.sc
+        lc = LoadConfig(rate=rate, arrival=sc.arrival, duration_s=sc.duration_s or rc.cfg.matrix.duration_s, context=self.ctx,
+                        max_output=rc.cfg.matrix.max_output, max_in_flight=sc.max_in_flight)  # fmt: skip
+        await run_point(rc, progress, point, lc)
+        p = _one(rc.store, "SELECT status, reason, achieved_rate FROM points WHERE run_id = ? AND point = ?", [rc.run_id, point]) or {}
         out = {"status": p.get("status", "error"), "reason": p.get("reason"), "achieved": p.get("achieved_rate")}
-        j = _one(mr.store, "SELECT * FROM slo_points WHERE run_id = ? AND slo = ? AND point = ?", [mr.run_id, self.spec.name, point])
+        j = _one(rc.store, "SELECT * FROM slo_points WHERE run_id = ? AND slo = ? AND point = ?", [rc.run_id, self.spec.name, point])
         if j is not None:
             out.update(meets=j["meets"], attainment=j["attainment"], ttft_p99_ms=j["ttft_p99_ms"], tpot_p99_ms=j["tpot_p99_ms"],
                        output_tps=j["output_tps"])  # fmt: skip
         return out
 
     async def _concurrency_probe(self, progress: RunProgress, n: int) -> dict[str, Any]:
-        mr = self.mr
+        rc = self.rc
         cell = await self._cell(progress, n) or {"status": "error", "reason": "the cell was not stored"}
         out = {"status": cell["status"], "reason": cell.get("reason")}
         # The figures stored with the probe are those its verdict was judged on: the cell's judged requests (slo_cells).
-        j = _one(mr.store, "SELECT s.meets, s.attainment, s.ttft_p99_ms, s.tpot_p99_ms, d.total_tps, d.avg_active "
+        j = _one(rc.store, "SELECT s.meets, s.attainment, s.ttft_p99_ms, s.tpot_p99_ms, d.total_tps, d.avg_active "
                  "FROM slo_cells s JOIN decode_matrix d ON d.run_id = s.run_id AND d.context_tokens = s.context_tokens "
                  "AND d.concurrency = s.concurrency WHERE s.run_id = ? AND s.slo = ? AND s.context_tokens = ? AND s.concurrency = ?",
-                 [mr.run_id, self.spec.name, self.ctx, n])  # fmt: skip
+                 [rc.run_id, self.spec.name, self.ctx, n])  # fmt: skip
         if j is not None:
             out.update(meets=j["meets"], attainment=j["attainment"], ttft_p99_ms=j["ttft_p99_ms"], tpot_p99_ms=j["tpot_p99_ms"],
                        output_tps=j["total_tps"], achieved=j["avg_active"])  # fmt: skip
@@ -238,17 +238,17 @@ def _outcome_reason(search: Bisection, s: _Search) -> str | None:
     return None
 
 
-async def run_search(mr: MatrixRun, retry_errors: bool) -> None:
+async def run_search(rc: RunContext, retry_errors: bool) -> None:
     """The run's search, after its matrix and points; the answer saved (``interrupted`` if stopped mid-way)."""
-    if not search_pending(mr.store, mr.run_id, mr.cfg, retry_errors):
+    if not search_pending(rc.store, rc.run_id, rc.cfg, retry_errors):
         return
-    s = _Search(mr, retry_errors)
-    with mr.live(1) as progress:
+    s = _Search(rc, retry_errors)
+    with rc.live(1) as progress:
         try:
             await s.run(progress)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 s.row.update(status="interrupted", reason="run interrupted during the search (resume goes on from the stored probes)",
                              finished_at=_now())  # fmt: skip
-                save_search(mr.store, mr.run_id, s.row)
+                save_search(rc.store, rc.run_id, s.row)
             raise

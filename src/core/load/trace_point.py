@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermatrix.core.config import ConfigError, LoadConfig, RunConfig, TraceLoadConfig
 from infermatrix.core.arrival_spec import Arrival
@@ -25,6 +25,9 @@ from infermatrix.core.measure.tokenizer import UsageTokenizer
 from infermatrix.core.load.trace_prompts import TracePromptBuilder
 from infermatrix.core.load.traces import TraceRequest, read_trace, sniff_format
 from infermatrix.core.load.point_send import output_tokens, send_point
+
+if TYPE_CHECKING:
+    from infermatrix.core.load.context import RunContext
 
 __all__ = ["is_trace", "trace_label", "check_traces", "TracePlan", "plan_trace", "measure_trace_point", "trace_point_rows"]
 
@@ -105,11 +108,12 @@ def plan_trace(lc: TraceLoadConfig, max_model_len: int | None = None) -> TracePl
     return plan
 
 
-async def measure_trace_point(mr: Any, index: int, lc: TraceLoadConfig, state: dict[str, Any]) -> None:
+async def measure_trace_point(rc: RunContext, index: int, lc: TraceLoadConfig, state: dict[str, Any]) -> None:
     """Prompts and bodies first (outside the schedule), then the trace sent; fills ``state``."""
-    runner, phase = mr.runner, mr.phase
-    plan = state["trace"] = plan_trace(lc, mr.max_model_len)
-    state.update(offsets=plan.offsets, seed=lc.seed if lc.seed is not None else mr.cfg.matrix.seed, records={}, ids={})
+    runner: Any = rc.runner  # its _body reads a prompt's text only: a TracePrompt's does as a Prompt's
+    phase = rc.steps.phase
+    plan = state["trace"] = plan_trace(lc, rc.max_model_len)
+    state.update(offsets=plan.offsets, seed=lc.seed if lc.seed is not None else rc.cfg.matrix.seed, records={}, ids={})
     if not plan.requests:
         return
     phase("prompts")
@@ -174,7 +178,7 @@ def _rate(offsets: list[float]) -> float | None:
 
 
 def trace_point_rows(
-    mr: Any, index: int, lc: TraceLoadConfig, state: dict[str, Any], status: str | None, reason: str | None,
+    rc: RunContext, index: int, lc: TraceLoadConfig, state: dict[str, Any], status: str | None, reason: str | None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The point's row and its request rows; ``status`` None: judge the replay by its schedule lag."""
     sent_plan: SendPlan | None = state.get("plan")

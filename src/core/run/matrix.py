@@ -1,9 +1,9 @@
 """The matrix on a ready run, step by step: start the engine and read what it is (``start``), then each
 prefill probe (``prefill_probe``) and each decode cell (``decode_cell``), each saved before the next.
 
-Between steps the engine's health is checked (``ensure_up``); an engine that goes down inside a step ends
-that step as ``error`` with the reason (``went_down``) and is brought back (``recover``); an engine that
-answers but fails every request for a while stops the run (``judge``). docs/reliability.md.
+Each probe and cell is one step of core/engine/step.py (``EngineSteps.step``): the engine checked first, the step
+guarded, one the engine went down in saved as ``error`` with the reason and the engine brought back. An engine
+that answers but fails every request for a while stops the run (``judge``). docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-import anyio
 import httpx
 import pluggy
 from rich.console import Console
@@ -26,7 +25,9 @@ from infermatrix.core.contexts import format_context
 from infermatrix.core.engine.contract import Engine, EngineError
 from infermatrix.core.engine.telemetry import GpuSampler
 from infermatrix.core.workloads import make_workload
-from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport, down_reason, guarded
+from infermatrix.core.engine.step import EngineSteps, Phase, StepEnd
+from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport, guarded
+from infermatrix.core.load.context import RunContext
 from infermatrix.core.measure.cell import CellRunner
 from infermatrix.core.measure.steady import METRICS_NOT_FOUND
 from infermatrix.core.measure.tokenizer import FileTokenizer, UsageTokenizer, pick_tokenizer
@@ -35,7 +36,7 @@ from infermatrix.core.run.accounting import account, apply_validity, cell_detail
 from infermatrix.core.run.planning import known_max_model_len, over_capacity_cells, over_capacity_reason, resolve_capacity
 from infermatrix.core.run.prefill import probe_prefill, round_trip_ms
 from infermatrix.core.run.progress import RunProgress
-from infermatrix.core.run.steps import Phase, start_up
+from infermatrix.core.run.steps import start_up
 from infermatrix.core.store import Store
 from infermatrix.core.store.telemetry import save_gpu_samples
 from infermatrix.core.types import Capacity, CellResult, EngineInfo, PrefillResult, Prompt, Workload
@@ -68,7 +69,7 @@ class MatrixRun:
     capacity: Capacity = field(init=False)
     max_model_len: int | None = field(init=False)
     gauges_state: str = field(init=False)
-    phase: Phase = field(init=False)
+    steps: EngineSteps = field(init=False)  # the engine's steps (core/engine/step.py), with the run's one Phase
     gpu: GpuSampler = field(default_factory=lambda: GpuSampler(interval_s=1.0))  # power, clocks, memory, utilisation per GPU, per cell
     prompts: dict[tuple[int, int], Prompt] = field(default_factory=dict)
     sources: set[str] = field(default_factory=set)  # token sources of the valid cells, for the run's header
@@ -76,6 +77,25 @@ class MatrixRun:
     rtts: list[float] = field(default_factory=list)  # round trips of an empty request: the client's share of every TTFT
     notes: set[str] = field(default_factory=set)  # refusals already said once
     plan: list[str] = field(default_factory=list)  # the header's lines for what the run does (points.plan_lines), said at start
+
+    def __post_init__(self) -> None:
+        self.steps = EngineSteps(self.engine, self.client, self.transport, self.console, Phase(clock=self.clock),
+                                 self.cfg.engine.reconnect_timeout_s, on_recover=lambda: self.runner.warmth.forget())  # fmt: skip
+
+    @property
+    def phase(self) -> Phase:
+        """The phase the run is in: named in a failed step's reason, its wall time on the clock."""
+        return self.steps.phase
+
+    def context(self) -> RunContext:
+        """What a step after the matrix (points, traces, the search, the workload's pass) gets of the run."""
+        return RunContext(cfg=self.cfg, store=self.store, run_id=self.run_id, steps=self.steps, runner=self.runner, workload=self.workload,
+                          capacity=self.capacity, max_model_len=self.max_model_len, live=self.live, count=self.count,
+                          decode_cell=self.decode_cell)  # fmt: skip
+
+    def count(self, status: str) -> None:
+        """A saved step's status, counted in the run's outcome."""
+        self.cells[status] = self.cells.get(status, 0) + 1
 
     async def run(self, todo: tuple[list[int], list[tuple[int, int]]]) -> None:
         """The whole matrix: start-up, the prefill probes, the client's round trip, the decode cells."""
@@ -92,9 +112,8 @@ class MatrixRun:
     def live(self, total: int) -> Iterator[RunProgress]:
         """A step's live display over ``total`` units (the matrix's, the load points', the search's), with the
         run's phase forwarded to it: the load package gets its display from here, so it never imports run."""
-        with RunProgress(self.console, total) as progress:
-            self.phase = Phase(progress.on_phase, self.clock)  # the phase a step fails in is named in its reason; the clock times it
-            self.runner.on_tokens, self.runner.on_phase = progress.on_tokens, self.phase
+        with RunProgress(self.console, total) as progress, self.phase.forwarding(progress.on_phase):
+            self.runner.on_tokens = progress.on_tokens
             yield progress
 
     # -- start-up -------------------------------------------------------------------------------------
@@ -134,6 +153,7 @@ class MatrixRun:
         self.runner = CellRunner(client=self.client, base_url=engine.base_url, headers=engine.headers, model=info.model, matrix=m, loops=cfg.loops,
                                  pm=self.pm, tokenizer=tokenizer, id_prefix=self.run_id, traits=engine.traits, watch=self.transport,
                                  warmth=WarmCache(capacity.kv_tokens), client_hosts=cfg.client)  # fmt: skip
+        self.runner.on_phase = self.phase
         self.console.print(f"  client transport: {self.runner.transport.line()}", highlight=False)
         for line in self.plan:
             self.console.print(f"  {line}", highlight=False, soft_wrap=True)
@@ -170,33 +190,6 @@ class MatrixRun:
 
     # -- between steps --------------------------------------------------------------------------------
 
-    async def ensure_up(self) -> None:
-        """The engine gone between cells: no cell to blame, bring it back first."""
-        self.phase("health")
-        why = await down_reason(self.engine, self.client)
-        if why is not None:
-            self.console.print(f"  [red]{self.engine.redact(why)}[/] between cells", highlight=False)
-            if self.engine.attach:
-                self.console.print(f"  waiting up to {self.cfg.engine.reconnect_timeout_s:g} s for {self.engine.base_url} to come back …", highlight=False)
-            await self.recover()
-
-    async def recover(self) -> None:
-        """Restart the engine (or wait for it); its prefix cache is empty after."""
-        self.phase("recover")
-        self.runner.warmth.forget()
-        self.console.print(f"  {await self.engine.recover(self.client)}", highlight=False)
-
-    async def went_down(self, why: str) -> tuple[str, dict[str, Any]]:
-        """The reason (and flags) a step the engine went down in is saved with."""
-        engine, phase = self.engine, self.phase
-        tail = engine.redact(engine.log_tail(20))
-        last = next((ln.strip() for ln in reversed(tail.splitlines()) if ln.strip()), "")
-        reason = engine.redact(f"engine down during this cell ({phase.now}): {why}" + (f"; last log line: {last}" if last else ""))
-        self.console.print(f"  [red]{reason}[/]", highlight=False)
-        waiting = f"waiting up to {self.cfg.engine.reconnect_timeout_s:g} s for {engine.base_url} to come back"
-        self.console.print(f"  {'restarting ' + engine.kind if not engine.attach else waiting} …", highlight=False)
-        return reason, {"engine_down": engine.redact(why), "engine_log_tail": tail, "failed_phase": phase.now}
-
     def judge(self, result: CellResult | PrefillResult) -> None:
         """Stop the run when the engine has failed every request of :data:`REJECTED_UNITS` steps in a row."""
         verdict = rejected_everything(result)
@@ -209,37 +202,30 @@ class MatrixRun:
     # -- prefill --------------------------------------------------------------------------------------
 
     async def prefill_probe(self, progress: RunProgress, ctx: int) -> None:
-        """One prefill probe at ``ctx``, saved (an engine lost in it: ``error``, then brought back)."""
+        """One prefill probe at ``ctx``, one step: saved (an engine lost in it: ``error``, then brought back)."""
         label = progress.cell_label(ctx)
         progress.cell(label)
-        await self.ensure_up()
-        recover = False
-        try:
-            reset = self.reset_prefix_cache if self.engine.traits.prefix_cache_reset is not None else None
-            probe = functools.partial(probe_prefill, self.runner, self.workload, ctx, self.max_model_len, self.run_id, self.rtts, self.phase, reset)
-            result = await guarded(self.engine, self.client, self.transport, probe)
-        except EngineDown as down:
-            reason, _ = await self.went_down(down.why)
-            result = PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None, status="error", reason=reason)
-            recover = True
-        except StepFailed as exc:  # the engine answers, but a step of the probe failed: the probe is an error
-            result = PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None, status="error",
-                                   reason=f"failed in {self.phase.now}: {exc.why}")  # fmt: skip
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                self.store.save_prefill(self.run_id, PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None,
-                                                                   status="interrupted", reason="run interrupted during this probe"))  # fmt: skip
-            raise
-        redact_result(self.engine, result)
-        self.runner.warmth.wrote(sum((s.prompt_tokens or ctx) + 1 for s in result.samples))
-        self.phase("save")
-        self.store.save_prefill(self.run_id, result)
-        detail = f"{result.prompt_tps:,.0f} prompt tok/s, TTFT {result.ttft_ms:,.0f} ms" if result.status == "valid" else (result.reason or "")
-        progress.finished(label, result.status, detail)
-        if recover:
-            await self.recover()
-        else:
-            self.judge(result)
+        reset = self.reset_prefix_cache if self.engine.traits.prefix_cache_reset is not None else None
+        probe = functools.partial(probe_prefill, self.runner, self.workload, ctx, self.max_model_len, self.run_id, self.rtts, self.phase, reset)
+
+        def ended(status: str, reason: str | None) -> PrefillResult:
+            return PrefillResult(context_tokens=ctx, prompt_tokens=None, ttft_ms=None, prompt_tps=None, status=status, reason=reason)
+
+        def save(end: StepEnd[PrefillResult]) -> None:
+            result = ended("error", end.reason) if end.failed or end.value is None else end.value
+            redact_result(self.engine, result)
+            self.runner.warmth.wrote(sum((s.prompt_tokens or ctx) + 1 for s in result.samples))
+            self.phase("save")
+            self.store.save_prefill(self.run_id, result)
+            detail = f"{result.prompt_tps:,.0f} prompt tok/s, TTFT {result.ttft_ms:,.0f} ms" if result.status == "valid" else (result.reason or "")
+            progress.finished(label, result.status, detail)
+            if not end.down:  # an engine brought back is not one that rejects everything
+                self.judge(result)
+
+        def interrupted() -> None:
+            self.store.save_prefill(self.run_id, ended("interrupted", "run interrupted during this probe"))
+
+        await self.steps.step(probe, save, interrupted)
 
     async def reset_prefix_cache(self) -> None:
         """The engine's prefix cache emptied (before each prefill probe): nothing is warm after it. A refusal is
@@ -272,54 +258,51 @@ class MatrixRun:
         label = progress.cell_label(ctx, n)
         progress.cell(label)
         before = self.clock.totals()  # the cell's own phases_s: from here to its save
-        gpu_samples: list[Any] = []
-        recover = False
         too_big = over_capacity_reason(ctx, n, m.max_output, self.capacity, self.max_model_len, m.prompt_mode)
         if too_big:
             result = CellResult(context_tokens=ctx, concurrency=n, status="over_capacity", reason=too_big)
-        else:
-            result, recover, gpu_samples = await self._measure_cell(ctx, n)
-        self._save_cell(progress, label, result, before, gpu_samples)
-        if recover:
-            await self.recover()
-        else:
+            self._save_cell(progress, label, result, before, [])
             self.judge(result)
+        else:
+            await self._measure_cell(progress, label, ctx, n, before)
 
-    async def _measure_cell(self, ctx: int, n: int) -> tuple[CellResult, bool, list[Any]]:
-        """The cell measured, guarded; returns it, whether the engine must be brought back, and the GPU samples."""
+    async def _measure_cell(self, progress: RunProgress, label: str, ctx: int, n: int, before: dict[str, float]) -> None:
+        """The cell measured as one step (with its GPU samples), saved; an error keeps every request it had sent."""
         m, runner, phase = self.cfg.matrix, self.runner, self.phase
-        await self.ensure_up()
         started_at = time.time()
-        runner.last_warm, runner.live_records = [], []
+        gpu_samples: list[Any] = []
+
+        def begin() -> None:  # the engine is up: the cell starts now
+            nonlocal started_at
+            started_at = time.time()
+            runner.last_warm, runner.live_records = [], []
 
         async def measure() -> CellResult:
-            phase("prompts")
-            cell_prompts = [await self.prompt_for(ctx, 0 if m.prompt_mode == "shared" else i) for i in range(n)]
-            result = await runner.measure(ctx, cell_prompts)
-            if self.engine.traits.abort is not None:  # nothing of this cell runs on into the next
-                phase("drain")
-                result.flags["abort"] = await self.engine.abort_requests(self.client)
-            return result
-
-        gpu_samples: list[Any] = []
-        try:
+            nonlocal gpu_samples
             async with self.gpu.sampling() as gpu_samples:  # nothing to sample where there is no nvidia-smi
-                result = await guarded(self.engine, self.client, self.transport, measure)
+                phase("prompts")
+                cell_prompts = [await self.prompt_for(ctx, 0 if m.prompt_mode == "shared" else i) for i in range(n)]
+                result = await runner.measure(ctx, cell_prompts)
+                if self.engine.traits.abort is not None:  # nothing of this cell runs on into the next
+                    phase("drain")
+                    result.flags["abort"] = await self.engine.abort_requests(self.client)
             account(result, list(getattr(runner, "last_warm", None) or []))
             apply_validity(result, m, self.cfg.validity)
-        except EngineDown as down:
-            reason, flags = await self.went_down(down.why)
-            return partial_cell(ctx, n, "error", reason, started_at, runner, flags), True, gpu_samples
-        except StepFailed as exc:  # the engine answers, but a step outside the requests failed (a tokenize, a metrics read)
-            result = partial_cell(ctx, n, "error", f"failed in {phase.now}: {exc.why}", started_at, runner,
-                                  {"failed_phase": phase.now, "engine_log_tail": self.engine.redact(self.engine.log_tail(20))})  # fmt: skip
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                partial = partial_cell(ctx, n, "interrupted", "run interrupted during this cell (resume runs it again)", started_at, runner, {})
-                redact_result(self.engine, partial)
-                self.store.save_cell(self.run_id, partial)
-            raise
-        return result, False, gpu_samples
+            return result
+
+        def save(end: StepEnd[CellResult]) -> None:
+            # an error (engine down, or a step outside the requests failed: a tokenize, a metrics read) keeps what was sent
+            result = partial_cell(ctx, n, "error", end.reason or "", started_at, runner, end.flags) if end.failed or end.value is None else end.value
+            self._save_cell(progress, label, result, before, gpu_samples)
+            if not end.down:
+                self.judge(result)
+
+        def interrupted() -> None:
+            partial = partial_cell(ctx, n, "interrupted", "run interrupted during this cell (resume runs it again)", started_at, runner, {})
+            redact_result(self.engine, partial)
+            self.store.save_cell(self.run_id, partial)
+
+        await self.steps.step(measure, save, interrupted, begin)
 
     def _save_cell(self, progress: RunProgress, label: str, result: CellResult, before: dict[str, float], gpu_samples: list[Any]) -> None:
         """Save the cell (redacted, with its phases_s and GPU samples) and update the run's header."""
@@ -330,7 +313,7 @@ class MatrixRun:
         store.save_cell(run_id, result)
         if gpu_samples:
             save_gpu_samples(store, run_id, result.context_tokens, result.concurrency, gpu_samples)
-        self.cells[result.status] = self.cells.get(result.status, 0) + 1
+        self.count(result.status)
         if result.token_source and result.status == "valid":
             self.sources.add(result.token_source)
             store.update_run(run_id, token_source=self.sources.pop() if len(self.sources) == 1 else "mixed")

@@ -240,10 +240,11 @@ async def _open_run(
 
 
 async def _after_matrix(matrix_run: MatrixRun, store: Store, run_id: str, cfg: RunConfig, retry_errors: bool) -> None:
-    """What a run measures after its matrix, on the same engine, in this order."""
-    await run_points(matrix_run, pending_points(store, run_id, cfg, retry_errors))  # open-loop points ([[load]], --rate)
-    await run_search(matrix_run, retry_errors)  # the SLO search ([search])
-    await run_sessions(matrix_run, retry_errors)  # a workload's own traffic (shared-prefix, multi-turn), last
+    """What a run measures after its matrix, on the same engine, in this order; each gets the run's context, not the run."""
+    rc = matrix_run.context()
+    await run_points(rc, pending_points(store, run_id, cfg, retry_errors))  # open-loop points ([[load]], --rate)
+    await run_search(rc, retry_errors)  # the SLO search ([search])
+    await run_sessions(rc, retry_errors)  # a workload's own traffic (shared-prefix, multi-turn), last
 
 
 def _store_outcome(store: Store, run_id: str, clock: PhaseClock, outcome: RunOutcome, hard_stop: bool) -> None:

@@ -6,25 +6,21 @@ The workload hands over sessions (``SessionWorkload.sessions()``); each session'
 engine's prefix-cache counters are read, so the reuse the workload implies (each request's ``shared_tokens``
 floored to whole KV blocks) stands beside what the engine says it found, over the same span.
 
-Errors and interrupts as a load point's: an engine lost inside the pass saves it as ``error`` with what was
-sent and brings the engine back; an interrupt saves it as ``interrupted`` (resume runs it again).
+The pass is one step (core/engine/step.py), as a load point is: an engine lost inside it saves it as ``error``
+with what was sent and brings the engine back; an interrupt saves it as ``interrupted`` (resume runs it again).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from infermatrix.core.engine.watch import EngineDown, StepFailed, guarded
 from infermatrix.core.stream.client import endpoint_path, request_body, stream_request
 from infermatrix.core.measure.engine_stats import counter_deltas
-from infermatrix.core.run.matrix import MatrixRun
-from infermatrix.core.run.progress import RunProgress
-from infermatrix.core.run.steps import Phase
+from infermatrix.core.load.context import RunContext
 from infermatrix.core.store.workload_store import pass_done, save_workload_pass
 from infermatrix.core.types import RequestRecord, Session, SessionWorkload, WorkloadRequest
 
@@ -61,56 +57,27 @@ class _Pass:
     after: Any = None
 
 
-def _block(mr: MatrixRun, workload: SessionWorkload) -> tuple[int, str]:
+def _block(rc: RunContext, workload: SessionWorkload) -> tuple[int, str]:
     own = workload.block_tokens
     if own:
         return int(own), "config"
-    engine = (mr.capacity.detail or {}).get("block_size") if getattr(mr, "capacity", None) is not None else None
+    engine = (rc.capacity.detail or {}).get("block_size") if rc.capacity is not None else None
     if isinstance(engine, int) and engine > 0:
         return engine, "engine"
     return DEFAULT_BLOCK_TOKENS, "default"
 
 
-async def run_sessions(mr: MatrixRun, retry_errors: bool = False) -> None:
+async def run_sessions(rc: RunContext, retry_errors: bool = False) -> None:
     """The workload's pass, when it has one and it is not saved yet."""
-    workload = mr.workload
-    if not isinstance(workload, SessionWorkload) or pass_done(mr.store, mr.run_id, retry_errors):
+    workload = rc.workload
+    if not isinstance(workload, SessionWorkload) or pass_done(rc.store, rc.run_id, retry_errors):
         return
-    with RunProgress(mr.console, 1) as progress:
-        mr.phase = Phase(progress.on_phase, mr.clock)
-        mr.runner.on_tokens, mr.runner.on_phase = progress.on_tokens, mr.phase
-        label = workload.name
-        progress.cell(label)
-        await mr.ensure_up()
-        started_at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-        state = _Pass()
-        status, reason, recover = "valid", None, False
-        try:
-            await guarded(mr.engine, mr.client, mr.transport, lambda: _send_pass(mr, workload, state))
-        except EngineDown as down:
-            (reason, _), status, recover = await mr.went_down(down.why), "error", True
-        except StepFailed as exc:
-            status, reason = "error", f"failed in {mr.phase.now}: {exc.why}"
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                row, reqs = _rows(mr, workload, state, "interrupted", "run interrupted during the workload pass (resume runs it again)")
-                save_workload_pass(mr.store, mr.run_id, {**row, "started_at": started_at, "finished_at": _now()}, reqs)
-            raise
-        row, reqs = _rows(mr, workload, state, status, reason)
-        row.update(started_at=started_at, finished_at=_now())
-        if row.get("reason"):
-            row["reason"] = mr.engine.redact(row["reason"])
-        mr.phase("save")
-        save_workload_pass(mr.store, mr.run_id, row, reqs)
-        mr.cells[row["status"]] = mr.cells.get(row["status"], 0) + 1
-        detail = row["reason"] or _detail(row)
-        progress.finished(label, row["status"], detail)
-    if recover:
-        await mr.recover()
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    state = _Pass()
+    with rc.live(1) as progress:
+        await rc.row_step(progress, workload.name, lambda: _send_pass(rc, workload, state),
+                          lambda status, reason: _rows(rc, workload, state, status or "valid", reason),
+                          lambda row, reqs: save_workload_pass(rc.store, rc.run_id, row, reqs), _detail,
+                          "run interrupted during the workload pass (resume runs it again)")  # fmt: skip
 
 
 def _detail(row: dict[str, Any]) -> str:
@@ -121,9 +88,9 @@ def _detail(row: dict[str, Any]) -> str:
     return text
 
 
-async def _send_pass(mr: MatrixRun, workload: SessionWorkload, state: _Pass) -> None:
+async def _send_pass(rc: RunContext, workload: SessionWorkload, state: _Pass) -> None:
     """Build the sessions, read the counters, run the sessions, read the counters again."""
-    runner, phase = mr.runner, mr.phase
+    runner, phase = rc.runner, rc.steps.phase
     phase("prompts")
     sessions = await workload.sessions()
     state.sessions = len(sessions)
@@ -140,7 +107,7 @@ async def _send_pass(mr: MatrixRun, workload: SessionWorkload, state: _Pass) -> 
             while (req := await session.next(reply, prompt_tokens)) is not None:
                 if req.think_s > 0:
                     await anyio.sleep(req.think_s)
-                rec = await _send(mr, state, index, req)
+                rec = await _send(rc, state, index, req)
                 ok = rec.outcome == "ok"
                 reply, prompt_tokens = (rec.text if ok else None), (rec.prompt_tokens if ok else None)
 
@@ -156,8 +123,8 @@ async def _send_pass(mr: MatrixRun, workload: SessionWorkload, state: _Pass) -> 
     state.after = await runner.gauges.read()
 
 
-async def _send(mr: MatrixRun, state: _Pass, session: int, req: WorkloadRequest) -> RequestRecord:
-    runner, m = mr.runner, mr.cfg.matrix
+async def _send(rc: RunContext, state: _Pass, session: int, req: WorkloadRequest) -> RequestRecord:
+    runner, m = rc.runner, rc.cfg.matrix
     api = "chat" if req.messages is not None else "completions"
     body = request_body(api, runner.model, req.prompt or "", req.max_tokens, ignore_eos=m.ignore_eos, traits=runner.traits)
     body["temperature"] = m.temperature
@@ -194,15 +161,15 @@ def _number(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def _rows(mr: MatrixRun, workload: SessionWorkload, state: _Pass, status: str, reason: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _rows(rc: RunContext, workload: SessionWorkload, state: _Pass, status: str, reason: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The pass's row (implied reuse beside the engine's counters) and its request rows."""
-    block, source = _block(mr, workload)
+    block, source = _block(rc, workload)
     reqs = [_request_row(s, block) for s in state.sent]
     prefilled = [r for r in reqs if r["first_token"] is not None and r["prompt_tokens"]]
     prompt = sum(r["prompt_tokens"] for r in prefilled)
     expected = sum(r["expected_cached_tokens"] for r in prefilled)
     failed = sum(r["outcome"] != "ok" for r in reqs)
-    deltas = counter_deltas(mr.engine.traits.metrics, state.before, state.after) if state.after is not None else {
+    deltas = counter_deltas(rc.steps.engine.traits.metrics, state.before, state.after) if state.after is not None else {
         "prefix_cache_note": "the pass did not finish"}  # fmt: skip
     queries, hits = _number(deltas.get("prefix_cache_queries")), _number(deltas.get("prefix_cache_hits"))
     if status == "valid" and failed:

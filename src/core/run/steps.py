@@ -1,6 +1,6 @@
-"""The run's steps on the engine's account, guarded: start-up (describe, capacity, tokenizer, gauges)
-and the phase a cell or probe is in, so an engine that fails anywhere ends a step with a reason,
-never a traceback (docs/reliability.md)."""
+"""The run's start-up on the engine's account, guarded (describe, capacity, tokenizer, gauges), so an engine
+that fails in it is restarted or waited for and asked again, never a traceback (docs/reliability.md). The
+steps after start-up (probes, cells, points, the workload's pass) are core/engine/step.py's."""
 
 from __future__ import annotations
 
@@ -12,31 +12,14 @@ import httpx
 from rich.console import Console
 
 from infermatrix.core.engine.contract import Engine, EngineError
+from infermatrix.core.engine.step import Phase
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport, guarded
 from infermatrix.core.wallclock import PhaseClock
 
-__all__ = ["Phase", "start_up", "STARTUP_TRIES"]
+__all__ = ["start_up", "STARTUP_TRIES"]
 
 # A start-up step that fails while the engine answers is tried this many times before the run stops.
 STARTUP_TRIES = 3
-
-
-class Phase:
-    """The phase a cell or probe is in (``prompts``, ``warm-up``, ``ramp`` … as the cell reports
-    them), passed on to the progress display; the runner names it in an error's reason, and its
-    :class:`PhaseClock` (``clock``) attributes the wall time to it (core/wallclock.py)."""
-
-    def __init__(self, forward: Callable[[str, float | None], None] | None = None, clock: PhaseClock | None = None):
-        self.now = "start-up"
-        self.forward = forward
-        self.clock = clock
-
-    def __call__(self, name: str, deadline: float | None = None) -> None:
-        self.now = name
-        if self.clock is not None:
-            self.clock.enter(name)
-        if self.forward is not None:
-            self.forward(name, deadline)
 
 
 async def start_up(
