@@ -16,12 +16,16 @@ from typing import Any, Awaitable, Callable
 
 import anyio
 import httpx
-from infermatrix.core.engine.contract import Engine
+from infermatrix.core.engine.contract import Engine, LaunchedEngine
 
 __all__ = ["CONNECT_FAILURES", "WatchedTransport", "EngineDown", "StepFailed", "guarded", "down_reason"]
 
 # The engine is suspected down after this many connection failures in a row (then /health decides).
 CONNECT_FAILURES = 3
+# A launched engine that is dying can refuse connections a moment before its exit is visible (a loaded
+# machine: the process has closed its socket but not yet been reaped). Its exit says more than the refused
+# connection, so a failed probe waits this long for it before calling the engine "stopped answering".
+EXIT_GRACE_S = 2.0
 
 
 class WatchedTransport(httpx.AsyncBaseTransport):
@@ -78,10 +82,19 @@ async def down_reason(engine: Engine, client: httpx.AsyncClient, cause: str = ""
     why = await engine.healthy(client, 5)
     if why is None:
         return None
+    if isinstance(engine, LaunchedEngine) and not engine.attach:
+        await _await_exit(engine, EXIT_GRACE_S)
     if not engine.alive():  # it died while we asked: the exit says more than the refused connection
         return f"{engine.kind} {engine.exit_note()}"
     return f"{engine.kind} at {engine.base_url} stopped answering ({cause + '; ' if cause else ''}health probe: {why})"
 
+
+
+async def _await_exit(engine: Engine, grace_s: float) -> None:
+    """Up to ``grace_s`` for a process that no longer answers to be seen exiting (returns at once if it has)."""
+    with anyio.move_on_after(grace_s):
+        while engine.alive():
+            await anyio.sleep(0.05)
 
 
 def _http_error(exc: BaseException) -> httpx.HTTPError | None:
