@@ -100,14 +100,26 @@ def report_cmd(run_id, db, fmt, output, slo_texts, gpu_hour_price, store_price) 
 @click.option("-o", "--output", default=None, help="write to this file instead of the terminal")
 @slo_options
 @store_price_option
-def compare(run_ids, db, fmt, output, slo_texts, gpu_hour_price, store_price) -> None:
+@click.option("--fail-if-slower", "fail_pct", type=float, default=None, metavar="PCT",
+              help="exit 1 when a run is slower than the baseline by more than PCT % with confidence in any cell (docs/ci.md)")
+@click.option("--metric", "gate_metrics", multiple=True, metavar="NAME",
+              help="what --fail-if-slower judges: total_tps (default), per_request_tps, ttft_ms, tbt_ms, ttft_p99, tbt_p99")
+def compare(run_ids, db, fmt, output, slo_texts, gpu_hour_price, store_price, fail_pct, gate_metrics) -> None:
     """Compare runs side by side over their common cells: the first run is the baseline A, each
     other run is shown against it (ratio = other / A), with the cells only one side could run."""
     from infermatrix.core import report
+    from infermatrix.core.report.compare_data import GATE_METRICS
     from infermatrix.core.store import StoreError
 
     if len(run_ids) < 2:
         fail("compare needs at least two run ids")
+    if fail_pct is not None and not 0 <= fail_pct < 100:
+        fail(f"--fail-if-slower takes a percentage from 0 to 100, not {fail_pct:g}")
+    unknown = [m for m in gate_metrics if m not in GATE_METRICS]
+    if unknown:
+        fail(f"unknown --metric {unknown[0]!r} (one of {', '.join(GATE_METRICS)})")
+    if gate_metrics and fail_pct is None:
+        fail("--metric chooses what --fail-if-slower judges: give --fail-if-slower PCT too")
     try:
         specs, price = parse_report_flags(slo_texts, gpu_hour_price, store_price)
     except ConfigError as exc:
@@ -119,8 +131,7 @@ def compare(run_ids, db, fmt, output, slo_texts, gpu_hour_price, store_price) ->
         price_report(store, ids, price, store_price)
         if fmt == "text":
             _text_to(output, lambda c: report.render_compare_text(store, ids, c))
-            return
-        if fmt == "markdown":
+        elif fmt == "markdown":
             text = report.render_compare_markdown(store, ids)
         elif fmt == "json":
             import orjson
@@ -128,11 +139,37 @@ def compare(run_ids, db, fmt, output, slo_texts, gpu_hour_price, store_price) ->
             text = orjson.dumps(report.render_compare_json(store, ids), option=orjson.OPT_INDENT_2).decode()
         else:
             text = report.render_compare_html(store, ids)
-        _write(text, output)
+        if fmt != "text":
+            _write(text, output)
+        failed = fail_pct is not None and _gate(store, ids, fail_pct, list(gate_metrics) or ["total_tps"])
     except (StoreError, ConfigError) as exc:
         fail(str(exc))
     finally:
         store.close()
+    if failed:
+        raise SystemExit(1)
+
+
+def _gate(store, ids: list[str], pct: float, metrics: list[str]) -> bool:
+    """The regression gate, on stderr (stdout may carry a JSON report): True when a run failed it."""
+    from infermatrix.core.report.compare_data import gate, load_comparison
+
+    cmp = load_comparison(store, ids)
+    hits = gate(cmp, pct, metrics)
+    say = sys.stderr
+    for h in hits:
+        v = h.judged
+        band = "no interval (fixed rule)" if v.lo is None or v.hi is None else f"95 % interval {v.lo:.3f}–{v.hi:.3f}"
+        word = "FAIL" if h.confident else "within noise"
+        say.write(f"{word}: {cmp.letters[h.run_b]} {h.context_label} × {h.concurrency} {h.metric}: ratio {v.ratio:.3f} ({band})\n")
+    bad = [h for h in hits if h.confident]
+    what = ", ".join(metrics)
+    if bad:
+        say.write(f"regression gate failed: {len(bad)} cell(s) slower than the baseline by more than {pct:g} % with confidence ({what})\n")
+    else:
+        noisy = f"; {len(hits)} cell(s) slower by more than {pct:g} % but within noise" if hits else ""
+        say.write(f"regression gate passed: no cell slower than the baseline by more than {pct:g} % with confidence ({what}){noisy}\n")
+    return bool(bad)
 
 
 @click.command()

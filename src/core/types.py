@@ -240,3 +240,5 @@ class CellResult:
     histograms: dict[str, bytes] = field(default_factory=dict)  # metric -> HDR encoded (microseconds)
     flags: dict[str, Any] = field(default_factory=dict)  # validity and provenance details
     requests: list[RequestRecord] = field(default_factory=list)
+    # metric -> infermatrix.core.intervals.Interval (measure/cell_intervals.py): each number's 95 % interval
+    intervals: dict[str, Any] = field(default_factory=dict)

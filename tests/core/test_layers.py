@@ -100,7 +100,7 @@ def _plugin(mod: str) -> str | None:
 
 # The stack, bottom up: each imports only what is below it (never what is above).
 STACK = ("engine", "stream", "distributed", "measure", "load", "run")
-LAYERED = {*STACK, "store", "report"}
+LAYERED = {*STACK, "store", "report", "intervals"}
 # (importer layer, imported layer) pairs that are forbidden.
 FORBIDDEN = {(low, high) for i, low in enumerate(STACK) for high in STACK[i + 1:]} | {
     ("load", "distributed"),  # points send from the run's own process
@@ -108,7 +108,7 @@ FORBIDDEN = {(low, high) for i, low in enumerate(STACK) for high in STACK[i + 1:
     ("store", "run"),
     ("report", "load"),
     ("report", "run"),
-}
+} | {("intervals", other) for other in (*STACK, "store", "report")}  # pure statistics: imported, imports no layer
 CORE_LAYERS = {"core", *LAYERED}
 CONFIG = f"{PKG}.core.config"  # below every layer: it parses and checks, imports none of them, reads no file
 

@@ -112,3 +112,10 @@ def judged(status: str, ok: bool) -> bool:
     """A number outside its bar passes only in a cell the product disowned (``client_bound``: "the client, not the
     engine, set the pace", issue 13's verdict); a ``valid`` cell, doubtful marks or not, is held to the bar."""
     return ok or status == "client_bound"
+
+# --- intervals (test_fidelity_intervals.py, issue 30), against the noisy sim's long-run rate from its profile ---------
+# 20 independent 2 s cells, each a 95 % interval of total tok/s: the count containing the true rate is
+# Binomial(20, ≥ 0.95) when the intervals are honest. At least 15 of 20: P(count ≤ 14) = 0.0003 for honest 95 %
+# intervals (the false-failure chance); intervals that cover only 60 % pass with P = 0.13, 50 %: P = 0.02.
+INTERVAL_CELLS = 20
+INTERVAL_COVERED_MIN = 15

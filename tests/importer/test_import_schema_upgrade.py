@@ -109,10 +109,32 @@ def _set_version(con: duckdb.DuckDBPyConnection, version: int) -> None:
 V7_MACROS = ("nearest_rank", "wilson_bound", "wilson_score", "request_tpot_ms", "request_tps")
 
 
-def make_v6(path) -> str:
-    """A store as schema v6 left it: no gpu_samples / gpu_cell_summary (no GPU run saved samples), none of v7's macros."""
+def make_v7(path) -> str:
+    """A store as schema v7 left it: no cell_interval_rows table, no cell_intervals view (v8, issue 30)."""
     with Store(path) as s:
         run_id, _, _ = fill_run(s, seed=1, other=False)
+    con = duckdb.connect(str(path))
+    con.execute("DROP VIEW cell_intervals")
+    con.execute("DROP TABLE cell_interval_rows")
+    _set_version(con, 7)
+    con.close()
+    return run_id
+
+
+def test_v7_database_gains_the_interval_table_and_view_on_a_read_only_open(tmp_path):
+    path = tmp_path / "v7.duckdb"
+    run_id = make_v7(path)
+    assert not {"cell_intervals", "cell_interval_rows"} & objects(path)
+    with Store(path, read_only=True) as s:
+        assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
+        assert s.query("SELECT count(*) FROM cell_intervals WHERE run_id = ?", [run_id])[1] == [(0,)]
+        assert "# Speed test matrix" in render_markdown(s, run_id)
+    assert {"cell_intervals", "cell_interval_rows"} <= objects(path)
+
+
+def make_v6(path) -> str:
+    """A store as schema v6 left it: no gpu_samples / gpu_cell_summary (no GPU run saved samples), none of v7's macros."""
+    run_id = make_v7(path)
     con = duckdb.connect(str(path))
     con.execute("DROP VIEW gpu_cell_summary")
     con.execute("DROP TABLE gpu_samples")

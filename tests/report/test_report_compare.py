@@ -90,7 +90,7 @@ def test_geometric_means_and_tallies(store):
         want = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         assert pair.geomean[m] == pytest.approx(want, rel=1e-9)
         better = sum(1 for r in ratios if expected_mark(m, r) == " ✓")
-        assert pair.verdicts[m]["better"] == better
+        assert pair.verdicts[m]["faster"] == better  # no stored intervals: the fixed 2 % rule
     md = render_compare_markdown(store, [a, b])
     want_total = math.exp(sum(math.log(cells_b[k].total_tps / cells_a[k][0].total_tps) for k in common) / len(common))
     assert f"| Total tok/s | ×{want_total:.2f}" in md

@@ -14,6 +14,7 @@ import pluggy
 from infermatrix.core.measure import histograms
 from infermatrix.core.stream.client import encode_body, endpoint_path, request_body, stream_request
 from infermatrix.core.config import ClientConfig, LoopConfig, MatrixConfig
+from infermatrix.core.measure.cell_intervals import cell_intervals
 from infermatrix.core.measure.metrics import median_or_none, window_stats
 from infermatrix.core.measure.admission import EngineSample, client_in_flight_flags, judge_admission
 from infermatrix.core.measure.batch import window_batch
@@ -489,4 +490,5 @@ class CellRunner:
             token_source="chunks" if "chunks" in sources else ("tokenizer" if "tokenizer" in sources else "usage"),
             prompt_tokens=median_or_none([r.prompt_tokens for r in records if r.prompt_tokens is not None]),
             started_at=started_at, finished_at=time.time(), histograms=hist, flags=flags, requests=records,
+            intervals=cell_intervals(records, ws, we, stats),
         )

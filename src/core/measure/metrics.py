@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["WindowStats", "TtftPopulation", "window_stats", "request_rate", "rate_stamps", "median_or_none", "ttft_populations"]
+__all__ = ["WindowStats", "TtftPopulation", "window_stats", "request_rate", "rate_stamps", "rate_chunks", "median_or_none", "ttft_populations"]
 
 
 def median_or_none(values: list[float]) -> float | None:
@@ -27,7 +27,7 @@ def request_rate(record: RequestRecord, start: float, end: float) -> tuple[int, 
     measured time — and so are those of chunks that arrived together with it (``ARRIVAL_GROUP_S``): a
     burst after a stall holds chunks the server emitted before the window, stamped as if inside it.
     """
-    picked = _rate_chunks(record, start, end)
+    picked = rate_chunks(record, start, end)
     if picked is None:
         return None
     inside, first = picked
@@ -42,11 +42,11 @@ def rate_stamps(record: RequestRecord, start: float, end: float) -> tuple[float,
     """The two stamps :func:`request_rate` times a request by: (its first arrival's last chunk, its last in-window chunk)."""
     if request_rate(record, start, end) is None:
         return None
-    inside, first = _rate_chunks(record, start, end) or ([], 0)
+    inside, first = rate_chunks(record, start, end) or ([], 0)
     return inside[first][0], inside[-1][0]
 
 
-def _rate_chunks(record: RequestRecord, start: float, end: float) -> tuple[list[tuple[float, int]], int] | None:
+def rate_chunks(record: RequestRecord, start: float, end: float) -> tuple[list[tuple[float, int]], int] | None:
     """The in-window chunks and the index of the first arrival's last chunk (None: nothing after it)."""
     inside = [(t, n) for t, n in record.events if start <= t <= end]
     first = 0

@@ -21,6 +21,7 @@ from infermatrix.core.report.compare_data import (
     Pair,
     describe_run,
     fmt_ratio,
+    STYLE,
     load_comparison,
     verdict,
 )
@@ -47,9 +48,28 @@ FOOTNOTE = (
 )
 
 
+INTERVAL_FOOTNOTE = (
+    "Cells valid in both runs; ratio = other run / A, with its 95 % interval in brackets (from the two cells' own "
+    "intervals, docs/metrics.md): ✓ the other run is faster, ✗ slower, where the interval lies wholly on that side of "
+    "1; else the same (noise). Latencies are medians."
+)
+FIXED_RULE_NOTE = (f"Some cells have no stored intervals (an imported page, a store older than schema v8): those are "
+                   f"judged by the fixed rule, better or worse by more than {SAME_WITHIN:.0%}.")
+
+
 def footnote_lines(cmp: Comparison) -> list[str]:
     """The legend of the per-cell ratio tables, only when some pair has a cell valid in both runs (a table to read)."""
-    return [FOOTNOTE] if any(p.cells for p in cmp.pairs.values()) else []
+    pairs = [p for p in cmp.pairs.values() if p.cells]
+    if not pairs:
+        return []
+    with_intervals = any(v.lo is not None for p in pairs for c in p.cells for v in c.judged.values())
+    if not with_intervals:
+        return [FOOTNOTE]
+    return [INTERVAL_FOOTNOTE] + ([FIXED_RULE_NOTE] if any(p.fixed_rule for p in pairs) else [])
+
+
+def _ratio_text(ratio: float | None, lo: float | None, hi: float | None) -> str:
+    return fmt_ratio(ratio) + ("" if lo is None or hi is None else f" [{lo:.3f}–{hi:.3f}]")
 
 
 def run_lines(cmp: Comparison) -> list[str]:
@@ -81,9 +101,11 @@ def pair_rows(pair: Pair) -> list[list[tuple[str, str | None]]]:
         row: list[tuple[str, str | None]] = [(c.context_label, None), (str(c.concurrency), None)]
         for m in METRICS:
             a, b, ratio = c.values.get(m.key, (None, None, None))
-            v = verdict(m.key, ratio)
+            judged = c.judged.get(m.key)
+            v = STYLE[judged.verdict] if judged is not None else verdict(m.key, ratio)
             mark = MARKS[v]
-            row += [(m.fmt(a), None), (m.fmt(b), None), (fmt_ratio(ratio) + (f" {mark}" if mark else ""), v or "same")]
+            text = _ratio_text(ratio, judged.lo, judged.hi) if judged is not None else fmt_ratio(ratio)
+            row += [(m.fmt(a), None), (m.fmt(b), None), (text + (f" {mark}" if mark else ""), v or "same")]
         out.append(row)
     return out
 
@@ -115,11 +137,16 @@ def summary_rows(cmp: Comparison, pair: Pair) -> tuple[list[str], list[list[tupl
     rows: list[list[tuple[str, str | None]]] = []
     for m in METRICS:
         g = pair.geomean.get(m.key)
-        v = verdict(m.key, g)
+        gi = pair.geomean_interval.get(m.key)
+        if gi is None:
+            v = verdict(m.key, g)
+        else:
+            v = "same" if gi[0] <= 1 <= gi[1] else ("better" if (gi[0] > 1) == m.higher_is_better else "worse")
         counts = pair.verdicts.get(m.key) or Counter()
         n = len(pair.cells)
-        tally = f"{counts.get('better', 0)} better · {counts.get('worse', 0)} worse · {counts.get('same', 0)} same, of {n}"
-        rows.append([(m.title, None), (fmt_ratio(g) + (f" {MARKS[v]}" if MARKS[v] else ""), v or "same"), (tally, None)])
+        tally = f"{counts.get('faster', 0)} faster · {counts.get('slower', 0)} slower · {counts.get('same', 0)} same, of {n}"
+        text = _ratio_text(g, *(gi or (None, None)))
+        rows.append([(m.title, None), (text + (f" {MARKS[v]}" if MARKS[v] else ""), v or "same"), (tally, None)])
     return ["Metric", f"Geometric mean {b}/{a}", "Cells"], rows
 
 

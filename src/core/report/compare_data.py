@@ -3,7 +3,10 @@ and the runs table; the text, Markdown, HTML and JSON renderers only draw it.
 
 The first run is the baseline A; every other run (B, C …) is held against it cell by cell over
 the cells valid in both (ratio = other / A). Each metric has a direction: more tok/s is better,
-fewer ms is better; a ratio within ``SAME_WITHIN`` of 1 counts as the same.
+fewer ms is better. Each cell's verdict — same, faster or slower — comes from the two cells' 95 % intervals
+(``cell_intervals``; the ratio's interval by the delta method, ``infermatrix.core.intervals.verdict_of``): same
+when it holds 1. A cell without intervals on both sides (an imported page, a store older than v8) falls back to
+the fixed rule, a ratio within ``SAME_WITHIN`` of 1 is the same, and the comparison says so.
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infermatrix.core.contexts import format_context, parse_context
+from infermatrix.core.intervals import Interval, Verdict, verdict_of
+from infermatrix.core.intervals.tdist import Z95
 from infermatrix.core.report.fmt import fmt_ms, fmt_ratio, fmt_tokens, fmt_tps, status_label
 from infermatrix.core.report.query import view_rows
 from infermatrix.core.store import Store, StoreError
 
 __all__ = [
     "METRICS", "SAME_WITHIN", "Metric", "CellPair", "OneSided", "Pair", "BestCell", "Comparison",
-    "load_comparison", "verdict", "describe_run", "fmt_ratio",
+    "load_comparison", "verdict", "describe_run", "fmt_ratio", "STYLE", "GATE_METRICS", "gate",
 ]
 
 SAME_WITHIN = 0.02  # |ratio - 1| below 2 % is noise for a 30 s window, not a difference
@@ -52,6 +57,12 @@ _METHOD = (
 )
 
 
+# A cell verdict's word -> the style (colour, mark) the renderers give it.
+STYLE = {"faster": "better", "slower": "worse", "same": "same", None: None}
+
+Intervals = dict[tuple[int, int], dict[str, Interval]]
+
+
 def verdict(metric: str, ratio: float | None) -> str | None:
     """'better', 'worse' or 'same' for the other run against A; None without a ratio."""
     if ratio is None or ratio <= 0 or (isinstance(ratio, float) and math.isnan(ratio)):
@@ -68,6 +79,7 @@ class CellPair:
     context_tokens: int
     concurrency: int
     values: dict[str, tuple[float | None, float | None, float | None]]  # metric -> (a, b, ratio)
+    judged: dict[str, Verdict] = field(default_factory=dict)  # metric -> ratio, its interval, same / faster / slower
 
 
 @dataclass
@@ -90,7 +102,9 @@ class Pair:
     one_sided: list[OneSided] = field(default_factory=list)
     measured_by_one: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # 'a'/'b' -> cells only it measured
     geomean: dict[str, float | None] = field(default_factory=dict)
-    verdicts: dict[str, Counter] = field(default_factory=dict)
+    geomean_interval: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # None: some cell had none
+    verdicts: dict[str, Counter] = field(default_factory=dict)  # metric -> counts of same / faster / slower
+    fixed_rule: bool = False  # some cell had no intervals on a side: judged by the fixed SAME_WITHIN rule
 
 
 @dataclass
@@ -117,6 +131,7 @@ class Comparison:
     method_diffs: list[str]
     method_unknown: list[str]
     decode: dict[str, dict[tuple[int, int], dict[str, Any]]]
+    intervals: dict[str, Intervals] = field(default_factory=dict)  # run -> cell -> metric -> interval
 
     @property
     def baseline(self) -> str:
@@ -163,6 +178,35 @@ def _shown(row: dict[str, Any]) -> str:
     return status_label(row["status"])
 
 
+def _intervals(store: Store, run_id: str) -> Intervals:
+    out: Intervals = {}
+    for r in view_rows(store, "SELECT * FROM cell_intervals WHERE run_id = ?", [run_id]):
+        out.setdefault((r["context_tokens"], r["concurrency"]), {})[r["metric"]] = Interval(r["value"], r["lo"], r["hi"], r["method"], r["n"])
+    return out
+
+
+def _judge(pair: Pair, ia: Intervals, ib: Intervals) -> None:
+    """Each cell's verdict per metric, and the geometric mean's interval over the cells (the log ratios' errors add)."""
+    for m in METRICS:
+        logs, ses = [], []
+        for c in pair.cells:
+            a, b, _ = c.values.get(m.key, (None, None, None))
+            if a is None or b is None or a <= 0 or b <= 0:
+                continue
+            key = (c.context_tokens, c.concurrency)
+            va, vb = ia.get(key, {}).get(m.key), ib.get(key, {}).get(m.key)
+            v = c.judged[m.key] = verdict_of(va if va is not None else a, vb if vb is not None else b, m.higher_is_better)
+            pair.fixed_rule |= v.lo is None
+            logs.append(math.log(v.ratio))
+            ses.append(None if v.lo is None or v.hi is None else (math.log(v.hi) - math.log(v.lo)) / (2 * Z95))
+        pair.verdicts[m.key] = Counter(c.judged[m.key].verdict for c in pair.cells if m.key in c.judged)
+        if logs and None not in ses:
+            mean, half = sum(logs) / len(logs), Z95 * math.sqrt(sum(s * s for s in ses if s is not None)) / len(logs)
+            pair.geomean_interval[m.key] = (math.exp(mean - half), math.exp(mean + half))
+        else:
+            pair.geomean_interval[m.key] = None
+
+
 def _pair(store: Store, a: str, b: str, decode: dict[str, dict[tuple[int, int], dict[str, Any]]]) -> Pair:
     _, rows = store.query(
         "SELECT context_label, concurrency, metric, value_a, value_b, ratio FROM engine_comparison WHERE run_a = ? AND run_b = ?",
@@ -184,7 +228,6 @@ def _pair(store: Store, a: str, b: str, decode: dict[str, dict[tuple[int, int], 
         found = (c.values[m.key][2] for c in pair.cells if m.key in c.values)
         ratios = [r for r in found if r is not None and r > 0]
         pair.geomean[m.key] = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
-        pair.verdicts[m.key] = Counter(verdict(m.key, c.values.get(m.key, (None, None, None))[2]) for c in pair.cells)
     return pair
 
 
@@ -220,6 +263,60 @@ def load_comparison(store: Store, run_ids: list[str]) -> Comparison:
     decode = {}
     for rid in ids:
         decode[rid] = {(r["context_tokens"], r["concurrency"]): r for r in view_rows(store, "SELECT * FROM decode_matrix WHERE run_id = ?", [rid])}
+    intervals = {rid: _intervals(store, rid) for rid in ids}
     pairs = {b: _pair(store, ids[0], b, decode) for b in ids[1:]}
+    for b, pair in pairs.items():
+        _judge(pair, intervals[ids[0]], intervals[b])
     diffs, unknown = _method(store, runs, letters)
-    return Comparison(runs, letters, pairs, _best(decode), diffs, unknown, decode)
+    return Comparison(runs, letters, pairs, _best(decode), diffs, unknown, decode, intervals)
+
+
+# --fail-if-slower's metrics -> (the cell_intervals metric, the decode_matrix column without intervals, higher is better)
+GATE_METRICS = {
+    "total_tps": ("total_tps", "total_tps", True),
+    "per_request_tps": ("per_request_tps", "per_request_tps", True),
+    "ttft_ms": ("ttft_ms", "ttft_ms", False),
+    "tbt_ms": ("tbt_ms", "tbt_ms", False),
+    "ttft_p99": ("ttft_p99_ms", None, False),
+    "tbt_p99": ("tbt_p99_ms", None, False),
+}
+
+
+@dataclass
+class GateHit:
+    run_b: str
+    context_label: str
+    concurrency: int
+    metric: str
+    judged: Verdict
+    confident: bool  # slower by more than the limit with confidence (the ratio's whole interval beyond it)
+
+
+def gate(cmp: Comparison, pct: float, metrics: list[str]) -> list[GateHit]:
+    """Every (pair, cell, metric) where the other run is slower than the baseline by more than ``pct`` %: confident
+    when the ratio's interval lies wholly beyond it (without intervals, the fixed rule: the ratio itself beyond it
+    and beyond SAME_WITHIN); a slower ratio whose interval reaches back inside the limit is reported, not confident."""
+    hits = []
+    limit = pct / 100.0
+    for pair in cmp.pairs.values():
+        ia, ib = cmp.intervals.get(cmp.baseline, {}), cmp.intervals.get(pair.run_b, {})
+        for c in pair.cells:
+            key = (c.context_tokens, c.concurrency)
+            for name in metrics:
+                imetric, column, higher = GATE_METRICS[name]
+                va, vb = ia.get(key, {}).get(imetric), ib.get(key, {}).get(imetric)
+                a = va if va is not None else (cmp.decode[cmp.baseline].get(key, {}).get(column) if column else None)
+                b = vb if vb is not None else (cmp.decode[pair.run_b].get(key, {}).get(column) if column else None)
+                if a is None or b is None or (a.value if isinstance(a, Interval) else a) <= 0:
+                    continue
+                v = verdict_of(a, b, higher)
+                # slowdown as a ratio > 1: base / new for a rate, new / base for a latency
+                worst_inside = v.hi if higher else v.lo  # the end of the ratio's interval nearest "no slowdown"
+                slow = v.ratio < 1 - limit if higher else v.ratio > 1 + limit
+                if worst_inside is None:
+                    confident = slow and v.verdict == "slower"
+                else:
+                    confident = worst_inside < 1 - limit if higher else worst_inside > 1 + limit
+                if slow or confident:
+                    hits.append(GateHit(pair.run_b, c.context_label, c.concurrency, name, v, confident))
+    return hits

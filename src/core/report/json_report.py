@@ -6,7 +6,7 @@ import datetime as dt
 import math
 from typing import Any
 
-from infermatrix.core.report.compare_data import METRICS, Comparison, load_comparison, verdict
+from infermatrix.core.report.compare_data import METRICS, Comparison, load_comparison
 from infermatrix.core.report.data import ReportData, load_report
 from infermatrix.core.store import Store
 
@@ -73,6 +73,15 @@ def render_json(store: Store, run_id: str | None) -> dict[str, Any]:
     return json_of(load_report(store, run_id))
 
 
+def _cell_metric(c: Any, key: str, a: float | None, b: float | None, r: float | None) -> dict[str, Any]:
+    """One metric of a compared cell: values, ratio, the ratio's interval and the verdict (same / faster / slower)."""
+    judged = c.judged.get(key)
+    if judged is None:
+        return {"value_a": a, "value_b": b, "ratio": r, "ratio_lo": None, "ratio_hi": None, "verdict": None, "method": None}
+    return {"value_a": a, "value_b": b, "ratio": r, "ratio_lo": judged.lo, "ratio_hi": judged.hi, "verdict": judged.verdict,
+            "method": judged.method}
+
+
 def compare_json_of(cmp: Comparison) -> dict[str, Any]:
     """``{format, version, baseline, runs, method, pairs, best}``; ratios are other / baseline."""
     pairs = []
@@ -82,12 +91,14 @@ def compare_json_of(cmp: Comparison) -> dict[str, Any]:
             "run_b": pair.run_b,
             "cells": [{
                 "context_label": c.context_label, "context_tokens": c.context_tokens, "concurrency": c.concurrency,
-                "metrics": {m.key: {"value_a": a, "value_b": b, "ratio": r, "verdict": verdict(m.key, r)}
-                            for m in METRICS for a, b, r in [c.values.get(m.key, (None, None, None))]},
+                "metrics": {m.key: _cell_metric(c, m.key, *c.values.get(m.key, (None, None, None))) for m in METRICS},
             } for c in pair.cells],
             "one_sided": [{"context_label": o.context_label, "context_tokens": o.context_tokens, "concurrency": o.concurrency,
-                           "valid_in": pair.run_b if o.valid_in == "b" else cmp.baseline, "a": o.a, "b": o.b} for o in pair.one_sided],
+                           "valid_in": pair.run_b if o.valid_in == "b" else cmp.baseline, "a": o.a, "b": o.b,
+                           "verdict": "not comparable"} for o in pair.one_sided],
             "geomean": {m.key: pair.geomean.get(m.key) for m in METRICS},
+            "geomean_interval": {m.key: pair.geomean_interval.get(m.key) for m in METRICS},
+            "fixed_rule": pair.fixed_rule,
         })
     return _plain({
         "format": COMPARE_FORMAT,

@@ -33,7 +33,8 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 #     no run-time "does this view exist" probes); gpu_samples / gpu_cell_summary move from first use to telemetry.sql;
 #     macros nearest_rank() and wilson_bound() are the one definition of those figures (slo_verdicts, slo_cells), and
 #     nearest_rank rounds P/100 x n before its ceiling (p99.9 of 1000 values is rank 999, not 1000) (issue 28).
-SCHEMA_VERSION = 7
+# v8: cell_interval_rows and the cell_intervals view (intervals.sql): each cell number's 95 % interval (issue 30).
+SCHEMA_VERSION = 8
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
 # and bumps SCHEMA_VERSION (tests/store/test_schema_files.py checks both).
@@ -47,6 +48,7 @@ SCHEMA_FILES = (
     "trace.sql",  # trace-replay points (issue 20), after load.sql (its view reads points)
     "hosts.sql",  # client hosts of Ray cells (issue 21; docs/distributed.md)
     "telemetry.sql",  # GPU samples per cell (core/engine/telemetry.py)
+    "intervals.sql",  # each cell number's 95 % interval (issue 30; docs/metrics.md, "Intervals")
 )
 MEMORY = ":memory:"
 

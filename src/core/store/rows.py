@@ -163,3 +163,12 @@ HOST_COLUMNS = (
 
 def host_rows(run_id: str, c: CellResult) -> list[list[Any]]:
     return [[run_id, c.context_tokens, c.concurrency, *(h.get(col) for col in HOST_COLUMNS[3:])] for h in (c.flags or {}).get("hosts") or []]
+
+
+# cell_interval_rows (intervals.sql): one row per number of a cell with its interval (c.intervals, from measure).
+INTERVAL_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "value", "lo", "hi", "method", "n")
+
+
+def interval_rows(run_id: str, c: CellResult) -> list[list[Any]]:
+    return [[run_id, c.context_tokens, c.concurrency, metric, iv.value, iv.lo, iv.hi, iv.method, iv.n]
+            for metric, iv in sorted((c.intervals or {}).items())]  # fmt: skip

@@ -50,7 +50,7 @@ _REQUEST_COLUMNS = (
 )
 _HISTOGRAM_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "unit", "count", "encoded")
 _PERCENTILE_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "percentile", "value_ms")
-_CHILD_TABLES = ("requests", "histograms", "histogram_percentiles", "cell_host_stats")
+_CHILD_TABLES = ("requests", "histograms", "histogram_percentiles", "cell_host_stats", "cell_interval_rows")
 # Every table that holds a run's rows (keyed by run_id), runs last: every store has them all (connect.SCHEMA_FILES),
 # so deleting, exporting or importing a run takes its search and GPU samples too.
 RUN_TABLES = ("prefill", "prefill_samples", "cells", *_CHILD_TABLES, "slo_limits", "run_costs", "points", "point_requests", "workload_passes",
@@ -384,6 +384,7 @@ class Store:
         statements.append((Bulk, ("histograms", _HISTOGRAM_COLUMNS, hists)))
         statements.append((Bulk, ("histogram_percentiles", _PERCENTILE_COLUMNS, pcts)))
         statements.append((Bulk, ("cell_host_stats", rows.HOST_COLUMNS, rows.host_rows(run_id, c))))
+        statements.append((Bulk, ("cell_interval_rows", rows.INTERVAL_COLUMNS, rows.interval_rows(run_id, c))))
         return statements
 
     def done_cells(self, run_id: str, retry_errors: bool = False) -> set[tuple[int, int]]:

@@ -117,6 +117,10 @@ class SimProfile(Strict):
     step_per_seq_ms: float = Field(0.1, ge=0)
     step_per_1k_ctx_ms: float = Field(0.0, ge=0)
     step_table: list[tuple[int, float]] | None = None
+    step_jitter: float = Field(0.0, ge=0, le=2, description="noise on purpose: each decode step's time is multiplied by a "
+                               "log-normal factor of mean 1 and this relative sd (0: none), so the long-run rate stays the "
+                               "profile's batch / step_ms (tests of intervals, docs/sim.md)")  # fmt: skip
+    step_scale: float = Field(1.0, gt=0, description="every decode step takes this many times step_ms (1.05: a sim 5 % slower)")
     # Serial prefill of the part of the prompt the prefix cache doesn't hold.
     prefill_tps: float = Field(20_000.0, gt=0)
     prefill_base_ms: float = Field(2.0, ge=0)
@@ -256,7 +260,7 @@ class SimProfile(Strict):
                 if batch <= b1:
                     ms = m0 + (m1 - m0) * (batch - b0) / (b1 - b0)
                     break
-        return ms + self.step_per_1k_ctx_ms * context_tokens / 1000.0
+        return (ms + self.step_per_1k_ctx_ms * context_tokens / 1000.0) * self.step_scale
 
 
 def builtin_profiles() -> list[str]:

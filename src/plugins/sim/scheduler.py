@@ -59,6 +59,9 @@ class Scheduler:
              "spec_accepted_tokens", "cache_resets", "abort_calls"), 0)  # fmt: skip
         self.spec_accepted_per_pos = [0] * profile.spec_tokens  # vLLM's per-position counter
         self._accept_c = profile.acceptance_per_step()
+        # step_jitter: ln-factor ~ N(-s²/2, s²) with s² = ln(1 + jitter²) has mean 1 and relative sd jitter exactly.
+        self._jitter_rng = random.Random(profile.seed)
+        self._jitter_s = math.sqrt(math.log1p(profile.step_jitter**2))
         self.max_lag_s = 0.0
         self._n = 0
         self._decode_wake = asyncio.Event()
@@ -351,6 +354,8 @@ class Scheduler:
             batch = len(self.running)
             context = sum(s.prompt_tokens + s.generated for s in self.running)
             planned = p.step_ms(batch, context) / 1000.0
+            if self._jitter_s:
+                planned *= math.exp(self._jitter_rng.gauss(-self._jitter_s**2 / 2, self._jitter_s))
             # Back-to-back steps tile the timeline: this one began when the last one ended (its emission
             # work included), so durations sum to the wall time the batch really took.
             t_start = last_end
