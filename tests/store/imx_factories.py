@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from infermatrix.core.intervals import Interval
 from infermatrix.core.measure.histograms import histogram_of
 from infermatrix.core.types import CellResult, LoopFinding, PrefillResult, RequestRecord
 
@@ -105,8 +106,10 @@ def latencies_of(requests: list[RequestRecord]) -> Latencies:
 
 
 def make_cell(context: int, concurrency: int, status: str = "valid", reason: str | None = None, seed: int = 0,
-              values: tuple | None = None, scale: float = 1.0) -> tuple[CellResult, Latencies]:
-    """A cell like the runner produces. ``scale`` multiplies throughputs (a second, faster engine)."""
+              values: tuple | None = None, scale: float = 1.0,
+              intervals: dict[str, tuple[float | None, float | None]] | None = None) -> tuple[CellResult, Latencies]:
+    """A cell like the runner produces. ``scale`` multiplies throughputs (a second, faster engine); ``intervals``,
+    metric -> (lo, hi), gives the cell's numbers 95 % intervals (saved to cell_interval_rows like a measured cell's)."""
     rng = random.Random(f"{seed}-{context}-{concurrency}")
     if values is None:
         values = REFERENCE_VALID.get((context, concurrency), (100.0, 90.0, 200.0, 10.0, float(concurrency), 1, 3000, 30.0))
@@ -131,6 +134,7 @@ def make_cell(context: int, concurrency: int, status: str = "valid", reason: str
         c.window_start, c.window_end = 1001.0, 1001.0 + measured
         c.started_at, c.finished_at = 1_700_000_000.0, 1_700_000_000.0 + measured + 3
         c.histograms = {"ttft": histogram_of(lat.ttft), "tbt": histogram_of(lat.tbt), "e2e": histogram_of(lat.e2e)}
+        c.intervals = {m: Interval(getattr(c, m), lo, hi, "test factory", 20) for m, (lo, hi) in (intervals or {}).items()}
     return c, lat
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from infermatrix.core.contexts import format_context, parse_context
 from infermatrix.core.intervals import Interval, Verdict, verdict_of
 from infermatrix.core.intervals.tdist import Z95
+from infermatrix.core.report.data import Intervals, load_intervals
 from infermatrix.core.report.fmt import fmt_ms, fmt_ratio, fmt_tokens, fmt_tps, status_label
 from infermatrix.core.report.query import view_rows
 from infermatrix.core.store import Store, StoreError
@@ -60,7 +61,6 @@ _METHOD = (
 # A cell verdict's word -> the style (colour, mark) the renderers give it.
 STYLE = {"faster": "better", "slower": "worse", "same": "same", None: None}
 
-Intervals = dict[tuple[int, int], dict[str, Interval]]
 
 
 def verdict(metric: str, ratio: float | None) -> str | None:
@@ -178,13 +178,6 @@ def _shown(row: dict[str, Any]) -> str:
     return status_label(row["status"])
 
 
-def _intervals(store: Store, run_id: str) -> Intervals:
-    out: Intervals = {}
-    for r in view_rows(store, "SELECT * FROM cell_intervals WHERE run_id = ?", [run_id]):
-        out.setdefault((r["context_tokens"], r["concurrency"]), {})[r["metric"]] = Interval(r["value"], r["lo"], r["hi"], r["method"], r["n"])
-    return out
-
-
 def _judge(pair: Pair, ia: Intervals, ib: Intervals) -> None:
     """Each cell's verdict per metric, and the geometric mean's interval over the cells (the log ratios' errors add)."""
     for m in METRICS:
@@ -263,7 +256,7 @@ def load_comparison(store: Store, run_ids: list[str]) -> Comparison:
     decode = {}
     for rid in ids:
         decode[rid] = {(r["context_tokens"], r["concurrency"]): r for r in view_rows(store, "SELECT * FROM decode_matrix WHERE run_id = ?", [rid])}
-    intervals = {rid: _intervals(store, rid) for rid in ids}
+    intervals = {rid: load_intervals(store, rid) for rid in ids}
     pairs = {b: _pair(store, ids[0], b, decode) for b in ids[1:]}
     for b, pair in pairs.items():
         _judge(pair, intervals[ids[0]], intervals[b])

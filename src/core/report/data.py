@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infermatrix.core.contexts import parse_context
+from infermatrix.core.intervals import Interval
 from infermatrix.core.report.fmt import (  # re-exported: renderers and the CLI import them from here
     DASH,
     STATUS_LABELS,
@@ -19,10 +20,12 @@ from infermatrix.core.report.fmt import (  # re-exported: renderers and the CLI 
     fmt_float1,
     fmt_int,
     fmt_ms,
+    fmt_ms_pm,
     fmt_seconds,
     fmt_time,
     fmt_tokens,
     fmt_tps,
+    fmt_tps_pm,
     status_label,
 )
 from infermatrix.core.report.query import view_rows
@@ -31,12 +34,16 @@ from infermatrix.core.store import Store, StoreError
 
 __all__ = [
     "ReportData",
+    "Intervals",
+    "load_intervals",
     "WorkloadReport",
     "load_report",
     "DASH",
     "STATUS_LABELS",
     "fmt_tps",
     "fmt_ms",
+    "fmt_tps_pm",
+    "fmt_ms_pm",
     "fmt_int",
     "fmt_float1",
     "fmt_seconds",
@@ -45,6 +52,17 @@ __all__ = [
     "fmt_time",
     "status_label",
 ]
+
+
+Intervals = dict[tuple[int, int], dict[str, Interval]]  # (context tokens, concurrency) -> metric -> its interval
+
+
+def load_intervals(store: Store, run_id: str) -> Intervals:
+    """The run's ``cell_intervals`` rows by cell and metric (none for stores older than v8 and imported pages)."""
+    out: Intervals = {}
+    for r in view_rows(store, "SELECT * FROM cell_intervals WHERE run_id = ?", [run_id]):
+        out.setdefault((r["context_tokens"], r["concurrency"]), {})[r["metric"]] = Interval(r["value"], r["lo"], r["hi"], r["method"], r["n"])
+    return out
 
 
 @dataclass
@@ -71,6 +89,7 @@ class ReportData:
     traces: list[dict[str, Any]] = field(default_factory=list)  # trace-replay points with their arrivals (load_trace_rows)
     slo: SloReport = field(default_factory=SloReport)  # SLO, capacity, frontier, engine statistics (docs/slo.md)
     workload: WorkloadReport = field(default_factory=WorkloadReport)  # a workload's own pass (docs/workloads.md)
+    intervals: Intervals = field(default_factory=dict)  # each valid cell's numbers' 95 % intervals (cell_intervals)
 
     @property
     def run_id(self) -> str:
@@ -88,6 +107,11 @@ class ReportData:
 
     def cell(self, context_tokens: int, concurrency: int) -> dict[str, Any] | None:
         return self._cells.get((context_tokens, concurrency))
+
+    def bounds(self, row: dict[str, Any], metric: str) -> tuple[float | None, float | None] | None:
+        """``(lo, hi)`` of a decode row's number, for fmt's ``±``; None where the cell has no interval for it."""
+        iv = self.intervals.get((row["context_tokens"], row["concurrency"]), {}).get(metric)
+        return None if iv is None else (iv.lo, iv.hi)
 
     def reason(self, context_tokens: int, concurrency: int) -> str | None:
         d = self.details.get((context_tokens, concurrency))
@@ -188,4 +212,5 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
         traces=load_trace_rows(store, run_id),
         slo=load_slo_report(store, [run_id]),
         workload=load_workload_report(store, run_id),
+        intervals=load_intervals(store, run_id),
     )

@@ -13,6 +13,9 @@ __all__ = [
     "STATUS_LABELS",
     "fmt_tps",
     "fmt_ms",
+    "fmt_tps_pm",
+    "fmt_ms_pm",
+    "PM",
     "fmt_ms_plain",
     "fmt_int",
     "fmt_float1",
@@ -46,6 +49,15 @@ def _missing(v: Any) -> TypeIs[None]:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+def _tps_scale(v: float) -> tuple[float, int, str]:
+    """How fmt_tps prints ``v``: (divisor, decimals, suffix)."""
+    if abs(round(v, 1)) < 10_000:
+        return 1.0, 1, ""
+    if abs(round(v / 1e3, 1)) < 1000:
+        return 1e3, 1, "K"
+    return 1e6, 1, "M"
+
+
 def fmt_tps(v: float | None) -> str:
     """Tokens per second: ``28100 -> "28.1K"``, ``7950.5 -> "7,950.5"``, ``224.2 -> "224.2"``.
 
@@ -54,24 +66,55 @@ def fmt_tps(v: float | None) -> str:
     """
     if _missing(v):
         return DASH
-    v = float(v)
-    if abs(round(v, 1)) < 10_000:
-        return f"{v:,.1f}"
-    if abs(round(v / 1e3, 1)) < 1000:
-        return f"{v / 1e3:.1f}K"
-    return f"{v / 1e6:,.1f}M"
+    div, decimals, suffix = _tps_scale(float(v))
+    return f"{float(v) / div:,.{decimals}f}{suffix}"
+
+
+def _ms_decimals(v: float) -> int:
+    """How many decimals fmt_ms prints ``v`` with."""
+    if abs(round(v, 1)) >= 100:
+        return 0
+    return 2 if abs(v) < 1 and v != 0 else 1
 
 
 def fmt_ms(v: float | None) -> str:
     """Milliseconds: ``1806 -> "1,806 ms"``, ``4.4 -> "4.4 ms"``, ``0.42 -> "0.42 ms"``."""
     if _missing(v):
         return DASH
+    return f"{float(v):,.{_ms_decimals(float(v))}f} ms"
+
+
+PM = "±"  # a number's 95 % interval, shown where it is wider than the number's printed precision (docs/reports.md)
+Bounds = tuple[float | None, float | None]  # an interval's (lo, hi); None: that side has no bound from the data
+
+
+def _pm(v: float, bounds: Bounds | None, div: float, decimals: int, suffix: str) -> str:
+    """`` ±h`` (h the larger side of the interval, printed like the number), `` ±?`` for an interval open on a side,
+    or nothing: no interval, or one whose half-width rounds to less than one unit of the number's last digit."""
+    if bounds is None:
+        return ""
+    lo, hi = bounds
+    if lo is None or hi is None:
+        return f" {PM}?"
+    half = max(hi - v, v - lo) / div
+    if round(half, decimals) < 10.0**-decimals:
+        return ""
+    return f" {PM}{half:,.{decimals}f}{suffix}"
+
+
+def fmt_tps_pm(v: float | None, bounds: Bounds | None) -> str:
+    """fmt_tps with the interval's half-width where it shows: ``"7,950.5 ±12.3"``, ``"28.1K ±0.4K"``."""
+    if _missing(v):
+        return DASH
+    return fmt_tps(v) + _pm(float(v), bounds, *_tps_scale(float(v)))
+
+
+def fmt_ms_pm(v: float | None, bounds: Bounds | None) -> str:
+    """fmt_ms with the interval's half-width where it shows: ``"1,806 ±25 ms"``, ``"4.4 ±0.3 ms"``."""
+    if _missing(v):
+        return DASH
     v = float(v)
-    if abs(round(v, 1)) >= 100:
-        return f"{v:,.0f} ms"
-    if abs(v) < 1 and v != 0:
-        return f"{v:.2f} ms"
-    return f"{v:.1f} ms"
+    return f"{v:,.{_ms_decimals(v)}f}{_pm(v, bounds, 1.0, _ms_decimals(v), '')} ms"
 
 
 def fmt_ms_plain(v: float | None) -> str:

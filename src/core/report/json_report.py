@@ -38,7 +38,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
     """``{format, version, run, prefill, decode, latency, slo, trace, points, workload}`` for an already loaded report.
 
     ``run`` is the runs row (JSON columns as objects); ``prefill`` rows are prefill_list rows,
-    ``decode`` rows are decode_matrix rows plus ``reason``, ``latency`` rows latency_percentiles rows;
+    ``decode`` rows are decode_matrix rows plus ``reason`` and ``intervals`` (the cell's cell_intervals rows,
+    metric -> ``{lo, hi, method, n}``; empty for cells without them: not valid, older stores, imported pages), ``latency`` rows latency_percentiles rows;
     ``slo`` holds the rows of slo_cells, slo_capacity, frontier and cell_engine_stats (docs/slo.md), and of slo_search
     and slo_search_probes (``search``, ``search_probes``; docs/load.md), and ``price``: the run's run_gpus row (its GPUs,
     the GPU-hour price its costs used, ``gpu_hour_source`` report/stored/config, ``stored_gpu_hour_usd``);
@@ -52,6 +53,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
     for r in d.decode:
         row = dict(r)
         row["reason"] = d.reason(r["context_tokens"], r["concurrency"])
+        ivs = d.intervals.get((r["context_tokens"], r["concurrency"]), {})
+        row["intervals"] = {m: {"lo": iv.lo, "hi": iv.hi, "method": iv.method, "n": iv.n} for m, iv in sorted(ivs.items())}
         decode.append(row)
     return {
         "format": REPORT_FORMAT,

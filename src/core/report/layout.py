@@ -19,10 +19,12 @@ from infermatrix.core.report.data import (
     fmt_float1,
     fmt_int,
     fmt_ms,
+    fmt_ms_pm,
     fmt_seconds,
     fmt_time,
     fmt_tokens,
     fmt_tps,
+    fmt_tps_pm,
     status_label,
 )
 
@@ -32,6 +34,7 @@ __all__ = [
     "title_lines",
     "header_sections",
     "matrix_cell",
+    "PM_NOTE",
     "long_rows",
     "legend_lines",
     "cell_notes",
@@ -64,6 +67,10 @@ DOUBTFUL_MARK = "~"
 DOUBTFUL_NOTE = (
     f"{DOUBTFUL_MARK} before a number: the benchmark client's own clock may have moved it by more than the usual "
     "measurement error (the client was stalled while timing it); the notes say why and by how much."
+)
+PM_NOTE = (
+    "± after a number: its 95 % interval from the cell's own data (the larger of its two sides), shown where it is wider "
+    "than the number's last printed digit; ±? where the data bound one side of nothing (too few values)."
 )
 _DOUBTFUL_NAMES = {
     "total_tps": "total tok/s", "per_request_tps": "per request tok/s", "ttft_ms": "TTFT", "tbt_ms": "time between tokens",
@@ -305,13 +312,15 @@ def _marked(text: str, column: str, doubtful: set[str]) -> str:
     return f"{DOUBTFUL_MARK}{text}" if column in doubtful and text != DASH else text
 
 
-def matrix_cell(row: dict[str, Any] | None) -> tuple[str, str | None, str]:
-    """``(first line, second line or None, status)`` of one decode-matrix cell."""
+def matrix_cell(d: ReportData, row: dict[str, Any] | None) -> tuple[str, str | None, str]:
+    """``(first line, second line or None, status)`` of one decode-matrix cell (its numbers with ``±`` where their
+    intervals are wider than printed)."""
     if row is None:
         return DASH, None, "missing"
     if row["status"] == "valid":
         m = doubtful_columns(row)
-        return _marked(fmt_tps(row["total_tps"]), "total_tps", m), f"{_marked(fmt_ms(row['ttft_ms']), 'ttft_ms', m)} TTFT", "valid"
+        tps = _marked(fmt_tps_pm(row["total_tps"], d.bounds(row, "total_tps")), "total_tps", m)
+        return tps, f"{_marked(fmt_ms_pm(row['ttft_ms'], d.bounds(row, 'ttft_ms')), 'ttft_ms', m)} TTFT", "valid"
     if row["status"] == "admission_limited" and row.get("ran_at_most") is not None:
         return status_label(row["status"]), f"ran at most {row['ran_at_most']:g} of {row['concurrency']}", row["status"]
     return status_label(row["status"]), None, row["status"]
@@ -330,8 +339,8 @@ def long_rows(d: ReportData) -> list[tuple[str, list[str]]]:
         m = doubtful_columns(r)
         out.append((r["status"], [
             "Sustained decode", r["context_label"], str(r["concurrency"]), status_label(r["status"]),
-            _marked(fmt_tps(r["total_tps"]), "total_tps", m), _marked(fmt_tps(r["per_request_tps"]), "per_request_tps", m),
-            _marked(fmt_ms(r["ttft_ms"]), "ttft_ms", m), _marked(fmt_ms(r["tbt_ms"]), "tbt_ms", m),
+            *(_marked(fmt_tps_pm(r[c], d.bounds(r, c)), c, m) for c in ("total_tps", "per_request_tps")),
+            *(_marked(fmt_ms_pm(r[c], d.bounds(r, c)), c, m) for c in ("ttft_ms", "tbt_ms")),
             fmt_float1(r["avg_active"]), fmt_int(r["completed"]), fmt_int(r["output_tokens"]),
             fmt_seconds(r["measured_s"]),
         ]))
@@ -344,6 +353,8 @@ def legend_lines(d: ReportData) -> list[str]:
     lines = [f"{status_label(s)}: {text}" for s, text in LEGEND.items() if s in present]
     if any(doubtful_columns(r) for r in d.decode):
         lines.append(DOUBTFUL_NOTE)
+    if d.intervals:  # runs without intervals (older stores, imported pages) keep their legend
+        lines.append(PM_NOTE)
     if d.decode:
         warm = d.run.get("config") or {}
         warm = (warm.get("matrix") or {}).get("warmup", True) if isinstance(warm, dict) else True

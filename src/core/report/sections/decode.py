@@ -19,7 +19,7 @@ def decode_section(d: ReportData) -> Section | None:
     for ctx in d.contexts:
         cells = [d.cell(ctx, n) for n in d.concurrencies]
         label = next(r["context_label"] for r in cells if r is not None)
-        rows.append([label, *(Cell(*matrix_cell(r)) for r in cells)])
+        rows.append([label, *(Cell(*matrix_cell(d, r)) for r in cells)])
     table = Table(["Context", *map(str, d.concurrencies)], rows, "r" * (1 + len(d.concurrencies)), caption=DECODE_CAPTION,
                   name="matrix", grid=True)  # fmt: skip
     blocks: list[Block] = [table, Legend(legend_lines(d))]
