@@ -59,7 +59,7 @@ def test_matrix_and_prefill_list_as_on_the_page(store, page_path, page_text):
     for label, cells in matrix.items():
         ctx = next(r["context_tokens"] for r in d.decode if r["context_label"] == label)
         for n, shown in zip(d.concurrencies, cells):
-            first, second, _ = matrix_cell(d.cell(ctx, n))
+            first, second, _ = matrix_cell(d, d.cell(ctx, n))
             assert first + (second or "") == shown  # the page glues tok/s to TTFT: "224.2154 ms TTFT"
     prefill = re.findall(r"(\d+K) context(\S+?)([\d,]+ ms) TTFT", page_text)
     assert [(p["context_label"], p["prompt_tps"], p["ttft_ms"]) for p in d.prefill] == [
