@@ -17,8 +17,8 @@ from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_option
 from infermatrix.cli.results_cmds import print_report
 from infermatrix.cli.slo_opts import attach_slos_after_run, parse_slo_flags, slo_options
 from infermatrix.cli.trace_flags import apply_trace_flags, trace_options
-from infermatrix.core.config import ConfigError, apply_overrides
-from infermatrix.core.registry import validate_config
+from infermatrix.core.config import ConfigError
+from infermatrix.core.run.prepare import config_slos, prepare_config
 from infermatrix.core.contexts import parse_context_list, parse_int_list
 from infermatrix.core.plugins import get_plugin_manager
 
@@ -83,9 +83,7 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
         if rate_points and trace_path is not None:  # --rate and --trace together: the rate points, then the replay
             data["load"] = [*rate_points, *data["load"]]
         points_take_max_output(data, matrix.get("max_output") if max_output is not None else None)
-        data = apply_overrides(data, list(overrides))
-        cfg = validate_config(pm, data, source)
-        _preflight(cfg)
+        cfg = prepare_config(pm, data, source, list(overrides))  # what infermatrix.api.run calls too
     except ConfigError as exc:
         fail(str(exc))
     # Opening the store checks its directory (missing, read-only) and its lock, before anything is launched.
@@ -119,28 +117,11 @@ def _resume(pm, resume_id: str, db: str | None, overrides, retry_errors: bool, s
             raise ConfigError(f"run {run_id} has no stored config to resume from (status {run.get('status')})")
         if run.get("status") == "imported":
             raise ConfigError(f"run {run_id} was imported, not measured here: there is nothing to resume")
-        data = apply_overrides(run["config"], list(overrides))
-        cfg = validate_config(pm, data, f"run {run_id}")
-        _preflight(cfg)
+        cfg = prepare_config(pm, run["config"], f"run {run_id}", list(overrides))
     except (ConfigError, StoreError) as exc:
         store.close()
         fail(str(exc))
     _execute(pm, cfg, store, run_id, retry_errors, slos)
-
-
-def _preflight(cfg) -> None:
-    """Every user mistake that can be found before anything starts (one line, exit 2)."""
-    from infermatrix.core.run.planning import check_matrix
-    from infermatrix.core.load.search import check_search
-    from infermatrix.core.load.trace_point import check_traces
-    from infermatrix.core.slo import slo_from_table
-
-    if cfg.slo is not None:
-        slo_from_table(cfg.slo)
-    check_search(cfg)  # [search]: its SLO and resolution
-    check_traces(cfg)  # every trace file read (config.py reads none)
-    cfg.engine.api_key()  # a missing key is a user mistake: say so before anything starts
-    check_matrix(cfg)
 
 
 def _internal_error(exc: Exception, cfg) -> str:
@@ -165,11 +146,8 @@ def _raise_interrupt(signum, frame) -> None:
 
 def _save_slos(store, rid: str, cfg, slos, err: Console) -> None:
     """The run's SLOs ([slo] and --slo) and --gpu-hour-price, stored with it for the report's views."""
-    from infermatrix.core.slo import slo_from_table
-
     specs, price = slos
-    specs = ([slo_from_table(cfg.slo)] if cfg.slo is not None else []) + list(specs)
-    attach_slos_after_run(store, [rid], specs, price, err)
+    attach_slos_after_run(store, [rid], config_slos(cfg, specs), price, err)
 
 
 def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool, slos=([], None)) -> None:

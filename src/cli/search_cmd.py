@@ -12,10 +12,9 @@ import click
 
 from infermatrix.cli.attach_flags import attach_config, attach_options
 from infermatrix.cli.common import DEFAULT_DB, OneLineErrors, fail, number_option, open_store
-from infermatrix.core.config import ConfigError, apply_overrides
+from infermatrix.core.config import ConfigError
 from infermatrix.core.contexts import parse_context
 from infermatrix.core.plugins import get_plugin_manager
-from infermatrix.core.registry import validate_config
 
 __all__ = ["search", "COMMANDS"]
 
@@ -68,7 +67,8 @@ def _search_table(slo: str, over: str, context: int | None, start: str | None, r
 def search(config_file, slo_text, over, context, start, resolution, max_load, arrival, probe_duration, max_in_flight, db, overrides,
            engine_kind, base_url, model, duration, max_output, api, api_key_env, api_key_file) -> None:
     """Find the highest load (request rate or concurrency) that meets an SLO: double, then bisect."""
-    from infermatrix.cli.run_cmd import _execute, _preflight
+    from infermatrix.cli.run_cmd import _execute
+    from infermatrix.core.run.prepare import prepare_config
     from infermatrix.core.slo import parse_slo
 
     pm = get_plugin_manager()
@@ -85,9 +85,7 @@ def search(config_file, slo_text, over, context, start, resolution, max_load, ar
         matrix.update(contexts=[ctx] if ctx is not None else matrix.get("contexts", [8192])[:1], concurrency=[], prefill_contexts=[])
         data["load"] = []
         data["search"] = _search_table(slo_text, over, ctx, start, resolution, max_load, arrival, probe_duration, max_in_flight)
-        data = apply_overrides(data, list(overrides))
-        cfg = validate_config(pm, data, source)
-        _preflight(cfg)
+        cfg = prepare_config(pm, data, source, list(overrides))
     except ConfigError as exc:
         fail(str(exc))
     store = open_store(db or cfg.store.db or DEFAULT_DB)

@@ -51,8 +51,8 @@ def sweep(config_files, db, overrides, use_ray, ray_address, gpus_per_run, gpu_r
 
 def _load_configs(pm, config_files, overrides) -> list:
     """Every config read, overridden and checked before anything starts: a bad one is one line, exit 2."""
-    from infermatrix.cli.run_cmd import _preflight
     from infermatrix.core.config import ConfigError, apply_overrides, load_config
+    from infermatrix.core.run.prepare import preflight
     from infermatrix.core.registry import validate_config
 
     if len(set(config_files)) != len(config_files):
@@ -63,7 +63,7 @@ def _load_configs(pm, config_files, overrides) -> list:
         data = apply_overrides(load_config(path), list(overrides))
         cfg = validate_config(pm, data, path)
         try:
-            _preflight(cfg)
+            preflight(cfg)
         except ConfigError as exc:  # named by its file, as validate_config's errors are
             raise ConfigError(f"{path}: {exc}") from None
         configs.append((path, cfg))
