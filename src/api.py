@@ -119,6 +119,8 @@ class Results:
     def __init__(self, db: PathLike):
         self._store = Store(_existing(db), read_only=True)
         self.db = Path(self._store.path)
+        # The relations' own cursor: a relation runs its query when fetched, and the store's connection may be busy.
+        self._con = self._store.con.cursor()
 
     def __enter__(self) -> Results:
         return self
@@ -127,24 +129,25 @@ class Results:
         self.close()
 
     def close(self) -> None:
+        self._con.close()
         self._store.close()
 
     @property
     def views(self) -> list[str]:
         """The database's views (the contract views of docs/metrics.md and the feature views)."""
-        return [r[0] for r in self._store.con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1").fetchall()]
+        return [r[0] for r in self._con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1").fetchall()]
 
     def view(self, name: str, run: str | Run | None = None) -> duckdb.DuckDBPyRelation:
         """A view's rows, those of one run (an id, a unique prefix, or a :class:`Run`) when ``run`` is given."""
         if name not in self.views:
             raise ConfigError(f"no view {name!r} (views: {', '.join(self.views)})")
         if run is None:
-            return self._store.con.sql(f'SELECT * FROM "{name}"')
-        return self._store.con.sql(f'SELECT * FROM "{name}" WHERE run_id = ?', params=[self._run_id(run)])
+            return self._con.sql(f'SELECT * FROM "{name}"')
+        return self._con.sql(f'SELECT * FROM "{name}" WHERE run_id = ?', params=[self._run_id(run)])
 
     def sql(self, query: str, params: list[Any] | None = None) -> duckdb.DuckDBPyRelation:
         """Any query over the views, as ``infermatrix sql`` runs it."""
-        return self._store.con.sql(query, params=params)
+        return self._con.sql(query, params=params)
 
     def run(self, run: str | None = None) -> Run:
         """A stored run by id or unique prefix; the latest without one."""

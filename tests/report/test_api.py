@@ -1,0 +1,72 @@
+"""infermatrix.api (issue 30 item 5): docs/api.md's examples run as written against the built-in sim (a real run
+through the same code as `infermatrix run`), and a user's mistakes raise ConfigError / StoreError, never exit."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from infermatrix import api
+
+ROOT = Path(__file__).resolve().parents[2]
+BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+
+
+def test_the_api_is_small_and_typed():
+    assert sorted(api.__all__) == sorted(["run", "open", "compare", "Run", "Results", "Comparison", "ConfigError", "StoreError", "FORMATS"])
+    assert issubclass(api.ConfigError, ValueError)
+
+
+@pytest.mark.slow  # two short runs against launched sims (about 10 s)
+def test_the_docs_examples_run_as_written(tmp_path, monkeypatch):
+    blocks = BLOCK.findall((ROOT / "docs" / "api.md").read_text())
+    assert len(blocks) == 5
+    (tmp_path / "configs").symlink_to(ROOT / "configs")  # the example's configs/demo-sim.toml, run from a scratch folder
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for code in blocks:
+            exec(compile(code, "docs/api.md", "exec"), scope)  # noqa: S102 - the documented code, as a reader runs it
+    run, faster, cmp = scope["run"], scope["faster"], scope["cmp"]
+    assert run.status == faster.status == "completed" and run.db == faster.db == Path("results.duckdb")
+    # What the examples printed and stored: the report, both runs' cells, a verdict per cell and metric.
+    text = out.getvalue()
+    assert "| Context |" in text and "Comparison" in text and "Input should be a valid number" in text
+    with api.open(tmp_path / "results.duckdb") as results:
+        assert {r[0] for r in results.sql("SELECT DISTINCT run_id FROM decode_matrix WHERE status = 'valid'").fetchall()} == {
+            run.run_id, faster.run_id}
+        n_intervals = results.view("cell_intervals", run).count("*").fetchall()[0][0]
+    assert n_intervals >= 8  # two cells, each with its rates' and latencies' intervals
+    assert {v["concurrency"] for v in cmp.verdicts} == {1, 4} and all(v["verdict"] in ("same", "faster", "slower") for v in cmp.verdicts
+                                                                    if v["metric"] == "total_tps")  # fmt: skip
+
+
+def test_mistakes_raise_one_line_errors(filled, tmp_path):
+    store, run_id, _, _ = filled
+    db = store.path
+    store.close()
+    with pytest.raises(api.StoreError, match="no database at"):
+        api.open(tmp_path / "nothing.duckdb")
+    with api.open(db) as results:
+        run = results.run(run_id[:6])
+        assert run.run_id == run_id and run.status == "completed"
+        with pytest.raises(api.ConfigError, match="no view 'decode_matirx'"):
+            results.view("decode_matirx")
+        with pytest.raises(api.StoreError):
+            results.run("zzzz")
+        assert results.view("decode_matrix", run).count("*").fetchall()[0][0] > 0
+    with pytest.raises(api.ConfigError, match="unknown format 'pdf'"):
+        run.report("pdf")  # type: ignore[arg-type]
+    assert run.report("json").startswith("{") and "Sustained decode" in run.report("text")
+    with pytest.raises(api.ConfigError, match="against itself"):
+        api.compare(run, run_id)
+    with pytest.raises(api.ConfigError, match="give db="):
+        api.compare(run_id, run_id)
+    with pytest.raises(api.ConfigError, match="matrix.duration_s"):
+        api.run({"engine": {"kind": "sim", "profile": "tiny"}}, db=tmp_path / "x.duckdb", matrix__duration_s="soon")
+    assert not (tmp_path / "x.duckdb").exists()  # refused before anything started: no database made
