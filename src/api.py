@@ -89,7 +89,7 @@ def run(config: PathLike | Mapping[str, Any], db: PathLike | None = None, **over
     if isinstance(config, Mapping):
         data, source = copy.deepcopy(dict(config)), "config"
     else:
-        data, source = load_config(config), str(config)
+        data, source = load_config(Path(config)), str(config)
     cfg = prepare_config(pm, data, source, [f"{key.replace('__', '.')}={_toml(value)}" for key, value in overrides.items()])
     store = Store(db or cfg.store.db or DEFAULT_DB)
     try:
