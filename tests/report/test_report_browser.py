@@ -16,10 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from infermatrix.core.contexts import parse_context
+
 from imx_factories import fill_run
 from infermatrix.core.importer import import_page
 from infermatrix.core.report import render_compare_html, render_html
-from infermatrix.core.report.fmt import fmt_ms, fmt_tps, status_label
+from infermatrix.core.report.data import load_intervals
+from infermatrix.core.report.fmt import fmt_ms, fmt_ms_pm, fmt_tps, fmt_tps_pm, status_label
 from infermatrix.core.report.layout import DOUBTFUL_MARK
 from infermatrix.core.store import Store
 from infermatrix.core.store.points import save_point
@@ -99,8 +102,15 @@ def expected_matrix_cells(store: Store, run_id: str) -> dict[tuple[str, str], st
     def mark(col: str, doubtful: list[str] | None) -> str:  # a number the client verdict marked doubtful
         return DOUBTFUL_MARK if col in (doubtful or []) else ""
 
-    return {(label, str(n)): (f"{mark('total_tps', d)}{fmt_tps(tps)} {mark('ttft_ms', d)}{fmt_ms(ttft)} TTFT" if status == "valid" else status_label(status))
-            for label, n, status, tps, ttft, d in rows}
+    ivs = load_intervals(store, run_id)  # (context tokens, concurrency) -> metric -> interval
+
+    def bounds(label: str, n: int, metric: str) -> tuple | None:  # the stored interval, shown as ± where wider than printed
+        iv = ivs.get((parse_context(label), n), {}).get(metric)
+        return None if iv is None else (iv.lo, iv.hi)
+
+    return {(label, str(n)): (f"{mark('total_tps', d)}{fmt_tps_pm(tps, bounds(label, n, 'total_tps'))} "
+                              f"{mark('ttft_ms', d)}{fmt_ms_pm(ttft, bounds(label, n, 'ttft_ms'))} TTFT" if status == "valid" else status_label(status))
+            for label, n, status, tps, ttft, d in rows}  # fmt: skip
 
 
 def check_matrix(probe: dict, want: dict[tuple[str, str], str]) -> None:
