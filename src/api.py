@@ -37,6 +37,12 @@ def _format(fmt: str) -> str:
     return fmt
 
 
+def _json(doc: dict[str, Any]) -> str:
+    import orjson
+
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()  # as the CLI writes it
+
+
 def _existing(db: PathLike) -> Path:
     path = Path(db).expanduser()
     if not path.exists():
@@ -66,7 +72,7 @@ class Run:
                 report.render_text(store, self.run_id, Console(file=buf, width=_PLAIN_WIDTH, color_system=None))
                 return buf.getvalue()
             if fmt == "json":
-                return json.dumps(report.render_json(store, self.run_id), indent=2)
+                return _json(report.render_json(store, self.run_id))
             return report.render_markdown(store, self.run_id) if fmt == "markdown" else report.render_html(store, self.run_id)
 
 
@@ -204,7 +210,7 @@ class Comparison:
                 report.render_compare_text(store, ids, Console(file=buf, width=_PLAIN_WIDTH, color_system=None))
                 return buf.getvalue()
             if fmt == "json":
-                return json.dumps(self.data, indent=2)
+                return _json(self.data)
             return report.render_compare_markdown(store, ids) if fmt == "markdown" else report.render_compare_html(store, ids)
 
 

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from imxtest import run_cli
 
 from infermatrix import api
 
@@ -42,6 +43,11 @@ def test_the_docs_examples_run_as_written(tmp_path, monkeypatch):
             run.run_id, faster.run_id}
         n_intervals = results.view("cell_intervals", run).count("*").fetchall()[0][0]
     assert n_intervals >= 8  # two cells, each with its rates' and latencies' intervals
+    for fmt in ("markdown", "json"):  # the CLI's renderers, word for word
+        proc = run_cli("report", run.run_id, "--db", str(tmp_path / "results.duckdb"), "--format", fmt)
+        assert proc.returncode == 0 and proc.stdout.rstrip("\n") == run.report(fmt).rstrip("\n"), proc.stderr[-2000:]
+    proc = run_cli("compare", run.run_id, faster.run_id, "--db", str(tmp_path / "results.duckdb"), "--format", "json")
+    assert proc.stdout.rstrip("\n") == cmp.report("json").rstrip("\n")
     assert {v["concurrency"] for v in cmp.verdicts} == {1, 4} and all(v["verdict"] in ("same", "faster", "slower") for v in cmp.verdicts
                                                                     if v["metric"] == "total_tps")  # fmt: skip
 
