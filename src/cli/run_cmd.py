@@ -10,7 +10,8 @@ import click
 from rich.console import Console
 
 from infermatrix.cli.common import (
-    DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_SEARCH_STOPPED, OneLineErrors, fail, list_option, open_store, out_console,
+    DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_SEARCH_STOPPED, OneLineErrors, fail, list_option, number_option, open_store,
+    out_console,
 )
 from infermatrix.cli.attach_flags import ATTACH_FLAGS, attach_config, attach_options
 from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options, points_take_max_output
@@ -23,7 +24,7 @@ from infermatrix.core.contexts import parse_context_list, parse_int_list
 from infermatrix.core.plugins import get_plugin_manager
 
 # Flags that only make sense for a new run: with --resume the stored config is the run's definition.
-_NEW_RUN_FLAGS = (*ATTACH_FLAGS, "--contexts", "--prefill-contexts", "--concurrency", "--no-loop-detection", *LOAD_FLAGS)
+_NEW_RUN_FLAGS = (*ATTACH_FLAGS, "--contexts", "--prefill-contexts", "--concurrency", "--no-loop-detection", "--repeat", *LOAD_FLAGS)
 
 
 @click.command(cls=OneLineErrors)
@@ -38,11 +39,13 @@ _NEW_RUN_FLAGS = (*ATTACH_FLAGS, "--contexts", "--prefill-contexts", "--concurre
 @click.option("--prefill-contexts", default=None, help="prefill contexts, e.g. 1K,8K")
 @click.option("--concurrency", default=None, help="concurrency levels, e.g. 1,4,8")
 @click.option("--no-loop-detection", is_flag=True, default=False, help="don't check outputs for loops (loops.enabled = false)")
+@click.option("--repeat", default=None, metavar="K",
+              help="measure each decode cell K times, interleaved across the matrix (matrix.repeat; docs/metrics.md, Repeats)")
 @load_options
 @slo_options
 @trace_options
 def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_url, model, contexts, prefill_contexts,
-        concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection, rate, arrival, load_duration,
+        concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection, repeat, rate, arrival, load_duration,
         max_in_flight, slo_texts, gpu_hour_price, trace_path=None, time_scale=None, trace_requests=None) -> None:
     """Run a benchmark matrix from CONFIG_FILE (TOML), or against --base-url."""
     pm = get_plugin_manager()
@@ -51,7 +54,7 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
         if resume_id:
             given = [flag for flag, value in zip(_NEW_RUN_FLAGS, (
                 engine_kind, base_url, model, duration, max_output, api, api_key_env, api_key_file, contexts, prefill_contexts,
-                concurrency, no_loop_detection or None, rate, arrival, load_duration, max_in_flight))
+                concurrency, no_loop_detection or None, repeat, rate, arrival, load_duration, max_in_flight))
                 if value is not None]  # fmt: skip
             if given:
                 raise ConfigError(f"{given[0]}: not with --resume (the run's stored config is used; change a field with --set KEY=VALUE)")
@@ -68,6 +71,7 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
             ("contexts", list_option(parse_context_list, contexts, "--contexts")),
             ("prefill_contexts", list_option(parse_context_list, prefill_contexts, "--prefill-contexts")),
             ("concurrency", list_option(parse_int_list, concurrency, "--concurrency")),
+            ("repeat", number_option(int, repeat, "--repeat")),
         ):
             if value is not None:
                 matrix[key] = value

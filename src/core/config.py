@@ -144,6 +144,8 @@ class MatrixConfig(Strict):
     ignore_eos: bool = True
     stagger: bool = Field(True, description="shorten each stream's first request so the N streams' ends spread over one generation (docs/metrics.md, Staggered phases)")
     temperature: float = Field(0.0, ge=0, description="sampling temperature of every request; 0 is greedy decoding")
+    repeat: int = Field(1, ge=1, description="times each decode cell is measured, interleaved across the matrix (repeat 1 of every "
+                        "cell, then repeat 2 ...); K > 1: the cell is the repeats' mean with an interval across them (docs/metrics.md, Repeats)")
     prefill_samples: int = Field(3, ge=1, description="cold probes per prefill point (after one throwaway); the point is their median")
     connect_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(120.0, gt=0, description="longest silence inside one stream")

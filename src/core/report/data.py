@@ -36,6 +36,7 @@ __all__ = [
     "ReportData",
     "Intervals",
     "load_intervals",
+    "load_spreads",
     "WorkloadReport",
     "load_report",
     "DASH",
@@ -65,6 +66,16 @@ def load_intervals(store: Store, run_id: str) -> Intervals:
     return out
 
 
+def load_spreads(store: Store, run_id: str) -> dict[tuple[int, int], dict[str, dict[str, Any]]]:
+    """The run-to-run spread of each number of a cell measured in two or more repeats (docs/metrics.md, Repeats)."""
+    out: dict[tuple[int, int], dict[str, dict[str, Any]]] = {}
+    sql = ("SELECT context_tokens, concurrency, metric, repeats, sd, window_lo, window_hi, noisier FROM cell_intervals "
+           "WHERE run_id = ? AND repeats >= 2")
+    for r in view_rows(store, sql, [run_id]):
+        out.setdefault((r["context_tokens"], r["concurrency"]), {})[r["metric"]] = r
+    return out
+
+
 @dataclass
 class WorkloadReport:
     """A run's workload pass (docs/workloads.md)."""
@@ -90,6 +101,8 @@ class ReportData:
     slo: SloReport = field(default_factory=SloReport)  # SLO, capacity, frontier, engine statistics (docs/slo.md)
     workload: WorkloadReport = field(default_factory=WorkloadReport)  # a workload's own pass (docs/workloads.md)
     intervals: Intervals = field(default_factory=dict)  # each valid cell's numbers' 95 % intervals (cell_intervals)
+    # a cell of K >= 2 repeats: metric -> its cell_intervals row's repeats, sd, window_lo, window_hi, noisier
+    spreads: dict[tuple[int, int], dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -213,4 +226,5 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
         slo=load_slo_report(store, [run_id]),
         workload=load_workload_report(store, run_id),
         intervals=load_intervals(store, run_id),
+        spreads=load_spreads(store, run_id),
     )

@@ -39,7 +39,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
 
     ``run`` is the runs row (JSON columns as objects); ``prefill`` rows are prefill_list rows,
     ``decode`` rows are decode_matrix rows plus ``reason`` and ``intervals`` (the cell's cell_intervals rows,
-    metric -> ``{lo, hi, method, n}``; empty for cells without them: not valid, older stores, imported pages), ``latency`` rows latency_percentiles rows;
+    metric -> ``{lo, hi, method, n}``, and for a cell of K > 1 repeats ``repeats, sd, window_lo, window_hi, noisier``;
+    empty for cells without them: not valid, older stores, imported pages), ``latency`` rows latency_percentiles rows;
     ``slo`` holds the rows of slo_cells, slo_capacity, frontier and cell_engine_stats (docs/slo.md), and of slo_search
     and slo_search_probes (``search``, ``search_probes``; docs/load.md), and ``price``: the run's run_gpus row (its GPUs,
     the GPU-hour price its costs used, ``gpu_hour_source`` report/stored/config, ``stored_gpu_hour_usd``);
@@ -55,6 +56,9 @@ def json_of(d: ReportData) -> dict[str, Any]:
         row["reason"] = d.reason(r["context_tokens"], r["concurrency"])
         ivs = d.intervals.get((r["context_tokens"], r["concurrency"]), {})
         row["intervals"] = {m: {"lo": iv.lo, "hi": iv.hi, "method": iv.method, "n": iv.n} for m, iv in sorted(ivs.items())}
+        for m, spread in d.spreads.get((r["context_tokens"], r["concurrency"]), {}).items():  # repeats: the spread beside it
+            if m in row["intervals"]:
+                row["intervals"][m].update({k: spread[k] for k in ("repeats", "sd", "window_lo", "window_hi", "noisier")})
         decode.append(row)
     return {
         "format": REPORT_FORMAT,

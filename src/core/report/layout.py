@@ -72,6 +72,10 @@ PM_NOTE = (
     "± after a number: its 95 % interval from the cell's own data (the larger of its two sides), shown where it is wider "
     "than the number's last printed digit; ±? where the data bound one side of nothing (too few values)."
 )
+REPEATS_NOTE = (
+    "A cell measured more than once (run --repeat K): its numbers are the repeats' means and ± their 95 % interval across "
+    "the repeats; the notes give the run-to-run spread beside what one window's interval says (docs/metrics.md, Repeats)."
+)
 _DOUBTFUL_NAMES = {
     "total_tps": "total tok/s", "per_request_tps": "per request tok/s", "ttft_ms": "TTFT", "tbt_ms": "time between tokens",
     "itl": "inter-token latency percentiles",
@@ -355,11 +359,32 @@ def legend_lines(d: ReportData) -> list[str]:
         lines.append(DOUBTFUL_NOTE)
     if d.intervals:  # runs without intervals (older stores, imported pages) keep their legend
         lines.append(PM_NOTE)
+    if any((r.get("repeats") or 1) > 1 for r in d.decode):
+        lines.append(REPEATS_NOTE)
     if d.decode:
         warm = d.run.get("config") or {}
         warm = (warm.get("matrix") or {}).get("warmup", True) if isinstance(warm, dict) else True
         lines.append(TTFT_WARM if warm is not False else TTFT_COLD)
     return lines
+
+
+def repeat_notes(d: ReportData, r: dict[str, Any], flags: dict[str, Any]) -> list[str]:
+    """A valid cell of K > 1 repeats: how many were measured, total tok/s's spread from repeat to repeat beside the
+    windows' own interval, and the numbers whose repeats spread more than their windows allow (noisier_than_window)."""
+    k, of = r.get("repeats"), (flags.get("repeats") or {}).get("of")
+    if not k or not of or of < 2:
+        return []
+    line = f"mean of {k} repeats" if k >= of else f"{k} of {of} repeats measured"
+    s = d.spreads.get((r["context_tokens"], r["concurrency"]), {}).get("total_tps")
+    if s and s.get("sd") is not None:
+        line += f"; total tok/s sd {fmt_tps(s['sd'])} from repeat to repeat"
+        if s.get("window_lo") is not None and s.get("window_hi") is not None:
+            line += f" (its windows' own interval ±{fmt_tps((s['window_hi'] - s['window_lo']) / 2)})"
+    noisy = r.get("noisier_than_window") or []
+    if noisy:
+        names = ", ".join(_DOUBTFUL_NAMES.get(m, m.replace("_", " ")) for m in noisy)
+        line += f"; noisier than its windows say ({names}): one window's interval understates the run-to-run noise"
+    return [line]
 
 
 def cell_notes(d: ReportData) -> list[str]:
@@ -385,7 +410,7 @@ def flag_notes(d: ReportData, r: dict[str, Any]) -> list[str]:
     """What a valid cell's provenance flags say that a reader must know (docs/metrics.md, cells.flags)."""
     details = d.details.get((r["context_tokens"], r["concurrency"])) or {}
     flags = details.get("flags") or {}
-    out = []
+    out = repeat_notes(d, r, flags)
     client = flags.get("client")
     why = client.get("doubtful") if isinstance(client, dict) else None
     why = why if isinstance(why, dict) else {}

@@ -42,7 +42,7 @@ from infermatrix.core.store.telemetry import save_gpu_samples
 from infermatrix.core.types import Capacity, CellResult, EngineInfo, PrefillResult, Prompt, Workload
 from infermatrix.core.wallclock import PhaseClock
 
-__all__ = ["MatrixRun", "REJECTED_UNITS"]
+__all__ = ["MatrixRun", "REJECTED_UNITS", "CellStep", "cell_steps"]
 
 # The run stops (failed) after this many measured cells/probes in a row in which no request succeeded
 # while the engine kept answering /health: it is rejecting everything (bad key, overloaded, broken).
@@ -97,16 +97,17 @@ class MatrixRun:
         """A saved step's status, counted in the run's outcome."""
         self.cells[status] = self.cells.get(status, 0) + 1
 
-    async def run(self, todo: tuple[list[int], list[tuple[int, int]]]) -> None:
-        """The whole matrix: start-up, the prefill probes, the client's round trip, the decode cells."""
+    async def run(self, todo: tuple[list[int], list[CellStep]]) -> None:
+        """The whole matrix: start-up, the prefill probes, the client's round trip, the decode cells (each repeat of
+        each, in the order cell_steps gives)."""
         todo_prefill, todo_cells = todo
-        await self.start(todo_cells)
+        await self.start(list(dict.fromkeys((ctx, n) for ctx, n, _ in todo_cells)))
         with self.live(len(todo_prefill) + len(todo_cells)) as progress:
             for ctx in todo_prefill:
                 await self.prefill_probe(progress, ctx)
             await self.client_overhead()
-            for ctx, n in todo_cells:
-                await self.decode_cell(progress, ctx, n)
+            for ctx, n, repeat in todo_cells:
+                await self.decode_cell(progress, ctx, n, repeat)
 
     @contextlib.contextmanager
     def live(self, total: int) -> Iterator[RunProgress]:
@@ -252,23 +253,27 @@ class MatrixRun:
             self.prompts[(ctx, stream)] = await self.workload.prompt(ctx, f"s{stream}/decode/{ctx}")
         return self.prompts[(ctx, stream)]
 
-    async def decode_cell(self, progress: RunProgress, ctx: int, n: int) -> None:
-        """One decode cell (ctx × n): over capacity, or measured; saved with its own wall-time split."""
+    async def decode_cell(self, progress: RunProgress, ctx: int, n: int, repeat: int | None = None) -> None:
+        """One decode cell (ctx × n), or one ``repeat`` of it (matrix.repeat > 1): over capacity, or measured; saved
+        with its own wall-time split. An over-capacity cell is saved once, as a whole (its later repeats are said only)."""
         m = self.cfg.matrix
-        label = progress.cell_label(ctx, n)
+        label = progress.cell_label(ctx, n) + (f" #{repeat}" if repeat is not None else "")
         progress.cell(label)
         before = self.clock.totals()  # the cell's own phases_s: from here to its save
         too_big = over_capacity_reason(ctx, n, m.max_output, self.capacity, self.max_model_len, m.prompt_mode)
-        if too_big:
+        if too_big and (repeat or 1) > 1:
+            progress.finished(label, "over_capacity", too_big)
+        elif too_big:
             result = CellResult(context_tokens=ctx, concurrency=n, status="over_capacity", reason=too_big)
             self._save_cell(progress, label, result, before, [])
             self.judge(result)
         else:
-            await self._measure_cell(progress, label, ctx, n, before)
+            await self._measure_cell(progress, label, (ctx, n, repeat), before)
 
-    async def _measure_cell(self, progress: RunProgress, label: str, ctx: int, n: int, before: dict[str, float]) -> None:
+    async def _measure_cell(self, progress: RunProgress, label: str, step: CellStep, before: dict[str, float]) -> None:
         """The cell measured as one step (with its GPU samples), saved; an error keeps every request it had sent."""
         m, runner, phase = self.cfg.matrix, self.runner, self.phase
+        ctx, n, repeat = step
         started_at = time.time()
         gpu_samples: list[Any] = []
 
@@ -293,24 +298,33 @@ class MatrixRun:
         def save(end: StepEnd[CellResult]) -> None:
             # an error (engine down, or a step outside the requests failed: a tokenize, a metrics read) keeps what was sent
             result = partial_cell(ctx, n, "error", end.reason or "", started_at, runner, end.flags) if end.failed or end.value is None else end.value
-            self._save_cell(progress, label, result, before, gpu_samples)
+            self._save_cell(progress, label, result, before, gpu_samples, repeat)
             if not end.down:
                 self.judge(result)
 
         def interrupted() -> None:
             partial = partial_cell(ctx, n, "interrupted", "run interrupted during this cell (resume runs it again)", started_at, runner, {})
             redact_result(self.engine, partial)
-            self.store.save_cell(self.run_id, partial)
+            self._store_cell(partial, repeat)
 
         await self.steps.step(measure, save, interrupted, begin)
 
-    def _save_cell(self, progress: RunProgress, label: str, result: CellResult, before: dict[str, float], gpu_samples: list[Any]) -> None:
-        """Save the cell (redacted, with its phases_s and GPU samples) and update the run's header."""
+    def _store_cell(self, result: CellResult, repeat: int | None) -> None:
+        """The cell saved whole, or as its ``repeat`` (with the cell across its stored repeats: Store.save_repeat)."""
+        if repeat is None:
+            self.store.save_cell(self.run_id, result)
+        else:
+            self.store.save_repeat(self.run_id, result, repeat, self.cfg.matrix.repeat)
+
+    def _save_cell(self, progress: RunProgress, label: str, result: CellResult, before: dict[str, float], gpu_samples: list[Any],
+                   repeat: int | None = None) -> None:
+        """Save the cell or its repeat (redacted, with its phases_s and GPU samples: a repeated cell keeps its last
+        repeat's) and update the run's header."""
         store, run_id = self.store, self.run_id
         redact_result(self.engine, result)
         self.phase("save")
         result.flags["phases_s"] = self.clock.since(before)
-        store.save_cell(run_id, result)
+        self._store_cell(result, repeat)
         if gpu_samples:
             save_gpu_samples(store, run_id, result.context_tokens, result.concurrency, gpu_samples)
         self.count(result.status)
@@ -321,6 +335,23 @@ class MatrixRun:
         progress.finished(label, result.status, cell_detail(result))
         if self.runner.gauges.state != self.gauges_state:  # a metrics page that did not answer at first, known now
             self.gauges_state = record_gauges(store, run_id, self.runner, self.engine.traits, self.runner.gauges.state, None)
+
+
+# One decode step: (context tokens, concurrency, repeat 1 … K; None for a cell measured once, matrix.repeat = 1).
+CellStep = tuple[int, int, int | None]
+
+
+def cell_steps(cells: list[tuple[int, int]], k: int, done: set[tuple[int, int]], done_repeats: dict[tuple[int, int], set[int]]) -> list[CellStep]:
+    """The decode steps still to measure, in order. K > 1 interleaves: repeat 1 of every cell, then repeat 2 of every
+    cell …, so a drift of the machine over the run (heat, a neighbour's load, the engine's own state) is spread over
+    every cell alike instead of landing on one cell's repeats, and each repeat's window is apart in time from the
+    cell's others. ``done``: the cells stored final (Store.done_cells); ``done_repeats``: for cells with stored
+    repeats, those stored final (Store.done_repeats). A cell done whole with no repeats (over capacity, or measured
+    once) is skipped; one with repeats gets only its missing ones (resume)."""
+    if k == 1:
+        return [(c, n, None) for c, n in cells if (c, n) not in done]
+    return [(c, n, r) for r in range(1, k + 1) for c, n in cells
+            if ((c, n) in done_repeats and r not in done_repeats[(c, n)]) or ((c, n) not in done_repeats and (c, n) not in done)]  # fmt: skip
 
 
 def plan_before_launch(cfg: RunConfig, cells: list[tuple[int, int]], console: Console) -> list[tuple[int, int]] | None:

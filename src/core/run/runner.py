@@ -27,7 +27,7 @@ from infermatrix.core.store import Store, StoreError
 from infermatrix.core.workloads import workload_name
 from infermatrix.core.store.runs import new_run_id
 from infermatrix.core.engine.watch import EngineDown, StepFailed, WatchedTransport
-from infermatrix.core.run.matrix import MatrixRun
+from infermatrix.core.run.matrix import CellStep, MatrixRun, cell_steps
 from infermatrix.core.load.points import pending_points, plan_lines, run_points
 from infermatrix.core.run.sessions import run_sessions
 from infermatrix.core.store.workload_store import pass_done
@@ -168,7 +168,7 @@ def _ended(outcome: RunOutcome, store: Store, cfg: RunConfig, cancelled: bool) -
 async def _open_run(
     pm: pluggy.PluginManager, cfg: RunConfig, store: Store, client: httpx.AsyncClient, run_id: str | None, retry_errors: bool,
     new_run_id_as: str | None = None,
-) -> tuple[str, Engine | None, tuple[list[int], list[tuple[int, int]]] | None]:
+) -> tuple[str, Engine | None, tuple[list[int], list[CellStep]] | None]:
     """Check what can be checked, then create (or reopen) the run and its engine object."""
     m = cfg.matrix
     key = cfg.engine.api_key()
@@ -184,11 +184,12 @@ async def _open_run(
     cells = [(c, n) for c in m.contexts for n in m.concurrency]
     if run_id is not None:
         done = store.done_cells(run_id, retry_errors=retry_errors)
+        steps = cell_steps(cells, m.repeat, done, store.done_repeats(run_id, retry_errors=retry_errors))
         done_prefill = store.done_prefill(run_id)
         if retry_errors:
             _, errs = store.query("SELECT context_tokens FROM prefill WHERE run_id = ? AND status = 'error'", [run_id])
             done_prefill -= {int(r[0]) for r in errs}
-        todo = ([c for c in m.prefill_contexts if c not in done_prefill], [c for c in cells if c not in done])
+        todo = ([c for c in m.prefill_contexts if c not in done_prefill], steps)
         pass_pending = workload_name(m, cfg.workload) is not None and not pass_done(store, run_id, retry_errors)
         pending = pending_points(store, run_id, cfg, retry_errors) or search_pending(store, run_id, cfg, retry_errors) or pass_pending
         if not todo[0] and not todo[1] and not pending:
@@ -199,7 +200,7 @@ async def _open_run(
         new = False
     else:
         run_id = new_run_id_as or new_run_id()
-        todo = (list(m.prefill_contexts), cells)
+        todo = (list(m.prefill_contexts), cell_steps(cells, m.repeat, set(), {}))
         new = True
     workdir = store.run_dir(run_id)
     engine: Engine | None = build_engine(pm, cfg.engine, workdir)

@@ -34,7 +34,11 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 #     macros nearest_rank() and wilson_bound() are the one definition of those figures (slo_verdicts, slo_cells), and
 #     nearest_rank rounds P/100 x n before its ceiling (p99.9 of 1000 values is rank 999, not 1000) (issue 28).
 # v8: cell_interval_rows and the cell_intervals view (intervals.sql): each cell number's 95 % interval (issue 30).
-SCHEMA_VERSION = 8
+# v9: repeats (matrix.repeat; docs/metrics.md, "Repeats"): cell_repeats and cell_repeat_intervals keep every repeat,
+#     requests.repeat, cell_interval_rows' across-repeat columns (repeats, sd, window_lo, window_hi, noisier) shown at
+#     the end of cell_intervals, decode_matrix gains repeats and noisier_than_window at the end, and the SLO views
+#     judge a repeated cell's request by its own repeat's window (issue 30).
+SCHEMA_VERSION = 9
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
 # and bumps SCHEMA_VERSION (tests/store/test_schema_files.py checks both).

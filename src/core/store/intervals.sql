@@ -16,6 +16,30 @@ CREATE TABLE IF NOT EXISTS cell_interval_rows (
     n              INTEGER NOT NULL,   -- batches, or the sample's values
     PRIMARY KEY (run_id, context_tokens, concurrency, metric)
 );
+-- v9, a cell of K > 1 repeats (docs/metrics.md, "Repeats"): value is the repeats' mean, lo / hi the t interval across
+-- them (K - 1 df), method 't across repeats, K=3', n = K; beside it: repeats (K; NULL for a cell measured once), sd
+-- (the run-to-run spread), window_lo / window_hi (the mean's interval the windows' own intervals alone give) and
+-- noisier (true: the repeats spread more than their windows' intervals allow, Cochran's Q test at 95 %; NULL: untested).
+ALTER TABLE cell_interval_rows ADD COLUMN IF NOT EXISTS repeats INTEGER;
+ALTER TABLE cell_interval_rows ADD COLUMN IF NOT EXISTS sd DOUBLE;
+ALTER TABLE cell_interval_rows ADD COLUMN IF NOT EXISTS window_lo DOUBLE;
+ALTER TABLE cell_interval_rows ADD COLUMN IF NOT EXISTS window_hi DOUBLE;
+ALTER TABLE cell_interval_rows ADD COLUMN IF NOT EXISTS noisier BOOLEAN;
+
+-- v9: each repeat's own numbers and window intervals (cell_interval_rows' columns, by repeat), for a cell of K > 1.
+CREATE TABLE IF NOT EXISTS cell_repeat_intervals (
+    run_id         VARCHAR NOT NULL,
+    context_tokens INTEGER NOT NULL,
+    concurrency    INTEGER NOT NULL,
+    repeat         INTEGER NOT NULL,
+    metric         VARCHAR NOT NULL,
+    value          DOUBLE NOT NULL,
+    lo             DOUBLE,
+    hi             DOUBLE,
+    method         VARCHAR NOT NULL,
+    n              INTEGER NOT NULL,
+    PRIMARY KEY (run_id, context_tokens, concurrency, repeat, metric)
+);
 
 -- The intervals of valid cells only, as decode_matrix shows numbers only for them.
 CREATE OR REPLACE VIEW cell_intervals AS
@@ -29,7 +53,12 @@ SELECT
     i.hi,
     i.method,
     i.n,
-    i.context_tokens
+    i.context_tokens,
+    i.repeats,      -- v9, at the end: K, the across-repeat spread and the windows' interval beside it (see above)
+    i.sd,
+    i.window_lo,
+    i.window_hi,
+    i.noisier
 FROM cell_interval_rows i
 JOIN cells c USING (run_id, context_tokens, concurrency)
 WHERE c.status = 'valid'

@@ -190,3 +190,43 @@ CREATE TABLE IF NOT EXISTS run_costs (
 -- v5: the engine's own counters around each cold prefill probe set (prefix cache, speculative decoding),
 -- differenced; decode cells keep theirs in cells.flags.engine_counters.
 ALTER TABLE prefill ADD COLUMN IF NOT EXISTS engine_counters JSON;
+
+-- v9: every repeat of a cell measured K > 1 times (matrix.repeat, `run --repeat K`; docs/metrics.md, "Repeats"):
+-- one row per repeat, the columns of cells (its own window, numbers, flags) and its HDR histograms (metric ->
+-- encoded). The cell's cells row is then the cell across its repeats (means of the numbers, sums of the counts:
+-- store/repeats.py), its histograms the repeats' merged, its requests every repeat's (requests.repeat). A cell
+-- measured once has no row here: its cells row is its one measurement, as before v9.
+CREATE TABLE IF NOT EXISTS cell_repeats (
+    run_id          VARCHAR NOT NULL,
+    context_tokens  INTEGER NOT NULL,
+    concurrency     INTEGER NOT NULL,
+    repeat          INTEGER NOT NULL,  -- 1 … K, in the order measured within the cell
+    status          VARCHAR NOT NULL,
+    reason          VARCHAR,
+    total_tps       DOUBLE,
+    per_request_tps DOUBLE,
+    ttft_ms         DOUBLE,
+    tbt_ms          DOUBLE,
+    avg_active      DOUBLE,
+    completed       INTEGER,
+    output_tokens   BIGINT,
+    measured_s      DOUBLE,
+    window_start    DOUBLE,
+    window_end      DOUBLE,
+    token_source    VARCHAR,
+    prompt_tokens   INTEGER,
+    started_at      TIMESTAMP,
+    finished_at     TIMESTAMP,
+    flags           JSON,
+    ttft_burst_ms   DOUBLE,
+    ttft_burst_n    INTEGER,
+    ttft_restart_ms DOUBLE,
+    ttft_restart_n  INTEGER,
+    ran_at_most     DOUBLE,
+    histograms      JSON,
+    saved_at        TIMESTAMP,
+    PRIMARY KEY (run_id, context_tokens, concurrency, repeat)
+);
+-- v9: which repeat a request belongs to (NULL: a cell measured once); request_no is then
+-- (repeat - 1) x 1,000,000 + its position in that repeat, unique within the cell.
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS repeat INTEGER;

@@ -31,8 +31,10 @@ SELECT
     q.outcome = 'ok' AND q.finish_reason IS NOT NULL AS finished
 FROM requests q
 JOIN cells c ON c.run_id = q.run_id AND c.context_tokens = q.context_tokens AND c.concurrency = q.concurrency
+LEFT JOIN cell_repeats p ON p.run_id = q.run_id AND p.context_tokens = q.context_tokens AND p.concurrency = q.concurrency
+    AND p.repeat = q.repeat  -- v9: a request of a repeated cell is judged by its own repeat's window
 WHERE c.status = 'valid' AND q.outcome <> 'cancelled' AND q.ended IS NOT NULL
-  AND q.ended >= c.window_start AND q.ended <= c.window_end;
+  AND q.ended >= coalesce(p.window_start, c.window_start) AND q.ended <= coalesce(p.window_end, c.window_end);
 
 -- THE SLO judgement (docs/slo.md, docs/metrics.md "SLOs"), one definition for decode cells (slo_cells, over
 -- request_latencies) and open-loop points (slo_points in slo_search.sql, over point_latencies). `population`
@@ -216,7 +218,9 @@ WITH input AS (
     SELECT q.run_id, q.context_tokens, q.concurrency, sum(q.prompt_tokens) AS prompt_tokens
     FROM requests q
     JOIN cells c ON c.run_id = q.run_id AND c.context_tokens = q.context_tokens AND c.concurrency = q.concurrency
-    WHERE q.sent >= c.window_start AND q.sent <= c.window_end
+    LEFT JOIN cell_repeats p ON p.run_id = q.run_id AND p.context_tokens = q.context_tokens AND p.concurrency = q.concurrency
+        AND p.repeat = q.repeat  -- v9: a request of a repeated cell is judged by its own repeat's window
+    WHERE q.sent >= coalesce(p.window_start, c.window_start) AND q.sent <= coalesce(p.window_end, c.window_end)
     GROUP BY ALL
 ), pts AS (
     SELECT d.run_id, d.engine, d.context_label, d.context_tokens, d.concurrency,

@@ -14,7 +14,8 @@ from typing import Any
 import duckdb
 
 from infermatrix.core.contexts import format_context
-from infermatrix.core.store import rows
+from infermatrix.core.intervals import Interval
+from infermatrix.core.store import repeats, rows
 from infermatrix.core.store.connect import MEMORY, apply_schema, check_schema, connect, upgrade_if_older
 from infermatrix.core.store.errors import QueryError, StoreError
 from infermatrix.core.store.runs import (
@@ -50,7 +51,8 @@ _REQUEST_COLUMNS = (
 )
 _HISTOGRAM_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "unit", "count", "encoded")
 _PERCENTILE_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "percentile", "value_ms")
-_CHILD_TABLES = ("requests", "histograms", "histogram_percentiles", "cell_host_stats", "cell_interval_rows")
+_CHILD_TABLES = ("requests", "histograms", "histogram_percentiles", "cell_host_stats", "cell_interval_rows", "cell_repeats",
+                 "cell_repeat_intervals")
 # Every table that holds a run's rows (keyed by run_id), runs last: every store has them all (connect.SCHEMA_FILES),
 # so deleting, exporting or importing a run takes its search and GPU samples too.
 RUN_TABLES = ("prefill", "prefill_samples", "cells", *_CHILD_TABLES, "slo_limits", "run_costs", "points", "point_requests", "workload_passes",
@@ -366,7 +368,8 @@ class Store:
         ]  # fmt: skip
 
     @staticmethod
-    def _cell_statements(run_id: str, c: CellResult) -> list[tuple[Any, Any]]:
+    def _cell_statements(run_id: str, c: CellResult, keep: tuple[str, ...] = ()) -> list[tuple[Any, Any]]:
+        """The statements that replace a cell's rows; ``keep``: child tables left as they are (a repeat's save)."""
         what = f"cell {format_context(c.context_tokens)} x {c.concurrency} of run {run_id}"
         if c.status not in CELL_STATUSES:
             raise StoreError(f"{what}: unknown status {c.status!r} (expected one of {', '.join(CELL_STATUSES)})")
@@ -378,14 +381,75 @@ class Store:
             raise StoreError(f"could not save {what}: {_one_line(exc)}") from None
         key = [run_id, c.context_tokens, c.concurrency]
         where = "WHERE run_id = ? AND context_tokens = ? AND concurrency = ?"
-        statements: list[tuple[Any, Any]] = [(f"DELETE FROM {t} {where}", key) for t in _CHILD_TABLES]
+        statements: list[tuple[Any, Any]] = [(f"DELETE FROM {t} {where}", key) for t in _CHILD_TABLES if t not in keep]
         statements.append((f"INSERT OR REPLACE INTO cells ({', '.join(_CELL_COLUMNS)}) VALUES ({_marks(_CELL_COLUMNS)})", cell))
-        statements.append((Bulk, ("requests", _REQUEST_COLUMNS, requests)))
+        if "requests" not in keep:
+            statements.append((Bulk, ("requests", _REQUEST_COLUMNS, requests)))
         statements.append((Bulk, ("histograms", _HISTOGRAM_COLUMNS, hists)))
         statements.append((Bulk, ("histogram_percentiles", _PERCENTILE_COLUMNS, pcts)))
         statements.append((Bulk, ("cell_host_stats", rows.HOST_COLUMNS, rows.host_rows(run_id, c))))
-        statements.append((Bulk, ("cell_interval_rows", rows.INTERVAL_COLUMNS, rows.interval_rows(run_id, c))))
+        if not keep:  # a repeat's save writes the cell's intervals across its repeats itself
+            statements.append((Bulk, ("cell_interval_rows", rows.INTERVAL_COLUMNS, rows.interval_rows(run_id, c))))
         return statements
+
+    def save_repeat(self, run_id: str, c: CellResult, repeat: int, of: int) -> CellResult:
+        """Save repeat ``repeat`` (1 … ``of``) of a cell measured ``of`` > 1 times: its own rows (cell_repeats,
+        cell_repeat_intervals, its requests), and the cell across every stored repeat (store/repeats.py) as the cell's
+        row, histograms and intervals, in ONE transaction. Saving a repeat again replaces that repeat. Returns the cell
+        across its repeats."""
+        what = f"cell {format_context(c.context_tokens)} x {c.concurrency} of run {run_id}, repeat {repeat}"
+        if c.status not in CELL_STATUSES:
+            raise StoreError(f"{what}: unknown status {c.status!r} (expected one of {', '.join(CELL_STATUSES)})")
+        self._require_run(run_id)
+        key = [run_id, c.context_tokens, c.concurrency]
+        try:
+            new, row = repeats.repeat_of(run_id, c, repeat)
+            every = [r for r in self._stored_repeats(key) if r.repeat != repeat] + [new]
+            combined, ivs = repeats.combine(every, of)
+            statements = self._cell_statements(run_id, combined, keep=("requests", "cell_repeats", "cell_repeat_intervals"))
+            requests = [[*q[:3], (repeat - 1) * repeats.REQUEST_STRIDE + q[3], *q[4:], repeat] for q in rows.request_rows(run_id, c)]
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"could not save {what}: {_one_line(exc)}") from None
+        where = "WHERE run_id = ? AND context_tokens = ? AND concurrency = ? AND repeat = ?"
+        statements += [(f"DELETE FROM {t} {where}", [*key, repeat]) for t in ("requests", "cell_repeats", "cell_repeat_intervals")]
+        # a whole-cell save before (measured once: an interrupted cell, a run that had matrix.repeat = 1) goes
+        statements.append(("DELETE FROM requests WHERE run_id = ? AND context_tokens = ? AND concurrency = ? AND repeat IS NULL", key))
+        statements += [
+            (f"INSERT INTO cell_repeats ({', '.join(repeats.REPEAT_COLUMNS)}, saved_at) VALUES ({_marks(repeats.REPEAT_COLUMNS)}, ?)", [*row, _now()]),
+            (Bulk, ("cell_repeat_intervals", repeats.REPEAT_INTERVAL_COLUMNS,
+                    [[*key, repeat, m, iv.value, iv.lo, iv.hi, iv.method, iv.n] for m, iv in sorted(new.intervals.items())])),
+            (Bulk, ("requests", (*_REQUEST_COLUMNS, "repeat"), requests)),
+            (Bulk, ("cell_interval_rows", repeats.COMBINED_INTERVAL_COLUMNS, [[*key, *iv] for iv in ivs])),
+        ]  # fmt: skip
+        self._transaction(what, statements)
+        return combined
+
+    def _stored_repeats(self, key: list[Any]) -> list[repeats.Repeat]:
+        where = "WHERE run_id = ? AND context_tokens = ? AND concurrency = ?"
+        cols, found = self.query(f"SELECT {', '.join(repeats.REPEAT_COLUMNS)} FROM cell_repeats {where} ORDER BY repeat", key)
+        out = []
+        for r in found:
+            values = dict(zip(cols, r))
+            values["flags"] = json.loads(values["flags"]) if values["flags"] else {}
+            values["histograms"] = json.loads(values["histograms"]) if values["histograms"] else {}
+            out.append(repeats.Repeat(values["repeat"], values))
+        _, ivs = self.query(f"SELECT repeat, metric, value, lo, hi, method, n FROM cell_repeat_intervals {where}", key)
+        by_repeat = {r.repeat: r for r in out}
+        for rep, metric, value, lo, hi, method, n in ivs:
+            if rep in by_repeat:
+                by_repeat[rep].intervals[metric] = Interval(value, lo, hi, method, n)
+        return out
+
+    def done_repeats(self, run_id: str, retry_errors: bool = False) -> dict[tuple[int, int], set[int]]:
+        """For every cell with stored repeats (matrix.repeat > 1): the repeats resume skips (any final status, as
+        :meth:`done_cells`). A cell missing here was measured once, or not yet."""
+        final = [s for s in FINAL_CELL_STATUSES if not (retry_errors and s == "error")]
+        _, found = self.query("SELECT context_tokens, concurrency, repeat, list_contains(?, status) FROM cell_repeats WHERE run_id = ?",
+                              [final, run_id])  # fmt: skip
+        out: dict[tuple[int, int], set[int]] = {}
+        for ctx, n, rep, done in found:
+            out.setdefault((int(ctx), int(n)), set()).update([int(rep)] if done else [])
+        return out
 
     def done_cells(self, run_id: str, retry_errors: bool = False) -> set[tuple[int, int]]:
         """``(context_tokens, concurrency)`` of the cells resume should skip: any final status

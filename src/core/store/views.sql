@@ -86,7 +86,15 @@ SELECT
     CASE WHEN c.status = 'valid' THEN c.ttft_restart_ms END AS ttft_restart_ms,
     -- v4, added at the end: the columns of a valid cell the client verdict marked doubtful (its clock may have
     -- moved them more than the usual error; why: cells.flags.client.doubtful), sorted; [] none; NULL not judged.
-    CASE WHEN c.status = 'valid' THEN list_sort(json_keys(c.flags, '$.client.doubtful')) END AS doubtful
+    CASE WHEN c.status = 'valid' THEN list_sort(json_keys(c.flags, '$.client.doubtful')) END AS doubtful,
+    -- v9, at the end: the repeats a cell of matrix.repeat K > 1 was measured in (its numbers are their means; NULL:
+    -- measured once), and the metrics whose repeats spread more than their windows' intervals allow (the metrics
+    -- whose cell_interval_rows.noisier is true, kept in flags.repeats.noisier), sorted; [] none; NULL not judged
+    -- (measured once, or not valid).
+    TRY_CAST(json_extract(c.flags, '$.repeats.k') AS INTEGER) AS repeats,
+    CASE WHEN c.status = 'valid' AND TRY_CAST(json_extract(c.flags, '$.repeats.k') AS INTEGER) >= 2 THEN
+        list_sort(coalesce(CAST(json_extract(c.flags, '$.repeats.noisier') AS VARCHAR[]), []::VARCHAR[]))
+    END AS noisier_than_window
 FROM cells c
 LEFT JOIN runs r ON r.run_id = c.run_id
 ORDER BY c.run_id, c.context_tokens, c.concurrency;
