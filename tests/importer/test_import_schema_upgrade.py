@@ -218,3 +218,32 @@ def test_an_older_store_that_cannot_be_upgraded_is_refused_in_one_line(tmp_path)
     msg = str(err.value)
     assert "\n" not in msg
     assert msg == f"database {path} has store schema v6; open it once for writing (any infermatrix run with this --db) to upgrade it"
+
+
+def make_v8(path) -> str:
+    """A store as schema v8 left it: no repeats (v9, issue 30 item 2) — no cell_repeats / cell_repeat_intervals, no
+    requests.repeat, cell_interval_rows without its across-repeat columns."""
+    with Store(path) as s:
+        run_id, _, _ = fill_run(s, seed=1, other=False)
+    con = duckdb.connect(str(path))
+    con.execute("DROP TABLE cell_repeats")
+    con.execute("DROP TABLE cell_repeat_intervals")
+    con.execute("ALTER TABLE requests DROP COLUMN repeat")
+    for col in ("repeats", "sd", "window_lo", "window_hi", "noisier"):
+        con.execute(f"ALTER TABLE cell_interval_rows DROP COLUMN {col}")
+    _set_version(con, 8)
+    con.close()
+    return run_id
+
+
+def test_v8_database_gains_repeats_on_a_read_only_open_and_reads_as_before(tmp_path):
+    path = tmp_path / "v8.duckdb"
+    run_id = make_v8(path)
+    assert not {"cell_repeats", "cell_repeat_intervals"} & objects(path)
+    with Store(path, read_only=True) as s:
+        assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
+        cols, found = s.query("SELECT repeats, noisier_than_window FROM decode_matrix WHERE run_id = ?", [run_id])
+        assert found and all(r == (None, None) for r in found)  # measured once: no repeats, nothing judged
+        assert s.query("SELECT count(*) FROM cell_repeats")[1] == [(0,)]
+        assert "# Speed test matrix" in render_markdown(s, run_id)
+    assert {"cell_repeats", "cell_repeat_intervals"} <= objects(path)

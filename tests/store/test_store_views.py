@@ -21,10 +21,10 @@ CONTRACT = {
     "engine_comparison": ["run_a", "run_b", "context_label", "concurrency", "metric", "value_a", "value_b", "ratio"],
     "latency_percentiles": ["run_id", "context_label", "concurrency", "metric", "p50", "p90", "p99", "p999", "max"],
 }
-# Added after DESIGN.md's list, at the end (schema v3, v4: docs/metrics.md): adding is allowed, renaming is not.
+# Added after DESIGN.md's list, at the end (schema v3, v4, v9: docs/metrics.md): adding is allowed, renaming is not.
 ADDED = {
     "prefill_list": ["samples"],
-    "decode_matrix": ["ran_at_most", "ttft_burst_ms", "ttft_restart_ms", "doubtful"],
+    "decode_matrix": ["ran_at_most", "ttft_burst_ms", "ttft_restart_ms", "doubtful", "repeats", "noisier_than_window"],
     "engine_comparison": ["method_match"],
 }
 NUMBERS = ["total_tps", "per_request_tps", "ttft_ms", "tbt_ms", "avg_active", "completed", "output_tokens", "measured_s"]
