@@ -1,0 +1,58 @@
+"""Repeats (issue 30 item 2; docs/metrics.md, "Repeats"): ``run --repeat 3`` on a 1 x 2 matrix of 1 s cells against an
+attached sim. Judged by what was stored and by the server's own record: every repeat is stored, in interleaved order
+(repeat 1 of both cells, then repeat 2 of both ...: their stored start times), each repeat's total tok/s agrees with
+the sim's record of that repeat's own window (GET /debug/window, bars.TOTAL_TPS), the cell the views show is the mean
+of its stored repeats with the across-repeat interval, and the reports say so."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import httpx
+import pytest
+import bars
+from imxtest import SimServer, run_cli
+from profiles import write_profile
+from truthlib import rel_err
+
+pytestmark = pytest.mark.slow  # starts a sim server and runs the CLI
+
+K = 3
+
+
+def test_repeat_3_stores_interleaved_repeats_whose_mean_the_views_show(tmp_path):
+    server = SimServer(str(write_profile(tmp_path / "p.toml")), tmp_path / "sim.log")
+    db = tmp_path / "r.duckdb"
+    try:
+        proc = run_cli("run", "--engine", "sim", "--base-url", server.base_url, "--contexts", "1K", "--prefill-contexts", "1K",
+                       "--concurrency", "1,2", "--duration", "1", "--max-output", "64", "--repeat", str(K),
+                       "--set", "matrix.check_client=false", "--set", "validity.min_active_fraction=0", "--db", str(db))  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        con = duckdb.connect(str(db), read_only=True)
+        reps = con.execute("SELECT concurrency, repeat, status, total_tps, window_start, window_end FROM cell_repeats "
+                           "ORDER BY started_at").fetchall()  # fmt: skip
+        # interleaved across the matrix: by start time, repeat 1 of each cell, then repeat 2 of each, then 3
+        assert [(n, r) for n, r, *_ in reps] == [(n, r) for r in range(1, K + 1) for n in (1, 2)]
+        assert all(s == "valid" for _, _, s, *_ in reps), reps
+        for n, r, _, tps, ws, we in reps:  # each repeat's number is the server's over its own window
+            record = httpx.get(f"{server.base_url}/debug/window", params={"start": ws, "end": we}, timeout=30).json()
+            assert rel_err(tps, record["total_tps"]) < bars.TOTAL_TPS, (n, r, tps, record["total_tps"])
+    finally:
+        server.stop()
+    for n in (1, 2):
+        mine = [tps for c, _, _, tps, _, _ in reps if c == n]
+        mean = sum(mine) / K
+        view = con.execute("SELECT total_tps, repeats, noisier_than_window FROM decode_matrix WHERE concurrency = ?", [n]).fetchone()
+        assert view[0] == pytest.approx(mean, rel=1e-12) and view[1] == K and isinstance(view[2], list)
+        lo, hi, method, k, sd = con.execute("SELECT lo, hi, method, repeats, sd FROM cell_intervals WHERE concurrency = ? "
+                                            "AND metric = 'total_tps'", [n]).fetchone()  # fmt: skip
+        assert (method, k) == (f"t across repeats, K={K}", K) and lo <= mean <= hi and sd > 0
+        assert con.execute("SELECT count(DISTINCT repeat) FROM requests WHERE concurrency = ?", [n]).fetchone()[0] == K
+    run_id = con.execute("SELECT run_id FROM runs").fetchone()[0]
+    con.close()
+    report = json.loads(run_cli("report", run_id, "--db", str(db), "--format", "json").stdout)
+    cell = report["decode"][0]
+    assert cell["repeats"] == K and cell["intervals"]["total_tps"]["repeats"] == K and "sd" in cell["intervals"]["total_tps"]
+    text = run_cli("report", run_id, "--db", str(db), "--format", "markdown").stdout
+    assert f"1K × 1: mean of {K} repeats; total tok/s sd" in text
