@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from imx_factories import fill_run
+from imx_factories import fill_run, make_cell
 from infermatrix.core.importer import import_page
 from infermatrix.core.store import Store, StoreError
 from infermatrix.core.store.parquet import MANIFEST, export_runs, import_runs
@@ -34,6 +34,8 @@ ORDER = {
     "trace_points": "run_id, point", "trace_requests": "run_id, point, request_no",
     "cell_host_stats": "run_id, context_tokens, concurrency, host", "cell_interval_rows": "run_id, context_tokens, concurrency, metric",
     "slo_searches": "run_id", "slo_search_probes": "run_id, probe", "gpu_samples": "run_id, context_tokens, concurrency, gpu, t",
+    "cell_repeats": "run_id, context_tokens, concurrency, repeat",
+    "cell_repeat_intervals": "run_id, context_tokens, concurrency, repeat, metric",
 }
 
 
@@ -58,6 +60,9 @@ def source_file(tmp_path_factory):
         save_search(s, a, {"slo": "tpot_p99_ms=50", "over": "concurrency", "context_tokens": 8192, "status": "found", "highest_pass": 8.0})
         save_probe(s, a, {"probe": 0, "step": "start", "load": 8.0, "context_tokens": 8192, "status": "valid", "meets": True, "verdict": "pass"})
         save_gpu_samples(s, a, 8192, 8, [{"t": 1.0 + i, "t_mono": 1000.0 + i, "gpu": 0, "power_w": 400.0 + i} for i in range(3)])
+        for r in (1, 2):  # a cell measured twice (matrix.repeat; issue 30): its repeats travel too
+            c, _ = make_cell(512, 1, seed=r, intervals={"total_tps": (90.0, 110.0)})
+            s.save_repeat(a, c, r, 2)
         b, _, _ = fill_run(s, {"engine": "sglang"}, scale=1.3, seed=2, other=False)
         ref = import_page(s, Path(__file__).parent / "data" / "vllm-h200x4-qwen3.8-flash-next.txt").run_id
     return path, [a, b, ref]
