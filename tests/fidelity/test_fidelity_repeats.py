@@ -42,9 +42,9 @@ def test_repeat_3_stores_interleaved_repeats_whose_mean_the_views_show(tmp_path)
         server.stop()
     for n in (1, 2):
         mine = [tps for c, _, _, tps, _, _ in reps if c == n]
-        mean = sum(mine) / K
+        mean = sum(mine) / K  # in repeat order, as the store averages them: the same double
         view = con.execute("SELECT total_tps, repeats, noisier_than_window FROM decode_matrix WHERE concurrency = ?", [n]).fetchone()
-        assert view[0] == pytest.approx(mean, rel=1e-12) and view[1] == K and isinstance(view[2], list)
+        assert view[0] == mean and view[1] == K and isinstance(view[2], list)
         lo, hi, method, k, sd = con.execute("SELECT lo, hi, method, repeats, sd FROM cell_intervals WHERE concurrency = ? "
                                             "AND metric = 'total_tps'", [n]).fetchone()  # fmt: skip
         assert (method, k) == (f"t across repeats, K={K}", K) and lo <= mean <= hi and sd > 0
