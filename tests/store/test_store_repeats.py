@@ -94,3 +94,20 @@ def test_cell_steps_interleave_the_repeats_and_resume_only_what_is_missing():
     assert cell_steps(cells, 3, set(), {(1024, 1): {1}, (1024, 2): {1}}) == [(1024, 1, 2), (1024, 2, 2), (1024, 1, 3), (1024, 2, 3)]
     # a cell done whole (over capacity) is not measured again
     assert cell_steps(cells, 2, {(1024, 2)}, {}) == [(1024, 1, 1), (1024, 1, 2)]
+
+
+def test_the_slo_views_judge_a_request_by_its_own_repeats_window(store):
+    """Repeat 2's requests ended before its own window (the combined window, repeat 1's start to repeat 2's end, would
+    take them): only repeat 1's are judged."""
+    run_id = store.create_run(dict(RUN_INFO))
+    for r in (1, 2):
+        c = _repeat(100.0, r)
+        for q in c.requests:
+            shift = 100.0 * r
+            q.sent, q.first_token, q.ended = q.sent + shift, q.first_token + shift, q.ended + shift
+            q.events = [(t + shift, k) for t, k in q.events]
+        c.window_start, c.window_end = (1100.0, 1130.0) if r == 1 else (1300.0, 1330.0)
+        store.save_repeat(run_id, c, r, 2)
+    _, ((judged,),) = store.query("SELECT count(*) FROM request_latencies")
+    _, ((ok_in_repeat_1,),) = store.query("SELECT count(*) FROM requests WHERE repeat = 1 AND outcome <> 'cancelled'")
+    assert judged == ok_in_repeat_1 > 0
