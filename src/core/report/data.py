@@ -36,6 +36,8 @@ __all__ = [
     "ReportData",
     "Intervals",
     "load_intervals",
+    "PrefillIntervals",
+    "load_prefill_intervals",
     "WorkloadReport",
     "load_report",
     "DASH",
@@ -65,6 +67,17 @@ def load_intervals(store: Store, run_id: str) -> Intervals:
     return out
 
 
+PrefillIntervals = dict[int, dict[str, Interval]]  # context tokens -> metric (ttft_ms, prompt_tps) -> its interval
+
+
+def load_prefill_intervals(store: Store, run_id: str) -> PrefillIntervals:
+    """The run's ``prefill_intervals`` rows by point and metric (none for stores older than v9 and imported pages)."""
+    out: PrefillIntervals = {}
+    for r in view_rows(store, "SELECT * FROM prefill_intervals WHERE run_id = ?", [run_id]):
+        out.setdefault(r["context_tokens"], {})[r["metric"]] = Interval(r["value"], r["lo"], r["hi"], r["method"], r["n"])
+    return out
+
+
 @dataclass
 class WorkloadReport:
     """A run's workload pass (docs/workloads.md)."""
@@ -90,6 +103,7 @@ class ReportData:
     slo: SloReport = field(default_factory=SloReport)  # SLO, capacity, frontier, engine statistics (docs/slo.md)
     workload: WorkloadReport = field(default_factory=WorkloadReport)  # a workload's own pass (docs/workloads.md)
     intervals: Intervals = field(default_factory=dict)  # each valid cell's numbers' 95 % intervals (cell_intervals)
+    prefill_intervals: PrefillIntervals = field(default_factory=dict)  # each valid prefill point's (prefill_intervals)
 
     @property
     def run_id(self) -> str:
@@ -112,6 +126,12 @@ class ReportData:
         """``(lo, hi)`` of a decode row's number, for fmt's ``±``; None where the cell has no interval for it."""
         iv = self.intervals.get((row["context_tokens"], row["concurrency"]), {}).get(metric)
         return None if iv is None else (iv.lo, iv.hi)
+
+    def prefill_bounds(self, row: dict[str, Any], metric: str) -> tuple[float | None, float | None] | None:
+        """``(lo, hi)`` of a prefill_list row's number, for fmt's ``±``; None where the point has no interval for it —
+        also where both ends are NULL (one probe: there is no interval at all, not one open on a side)."""
+        iv = self.prefill_intervals.get(row["context_tokens"], {}).get(metric)
+        return None if iv is None or (iv.lo is None and iv.hi is None) else (iv.lo, iv.hi)
 
     def reason(self, context_tokens: int, concurrency: int) -> str | None:
         d = self.details.get((context_tokens, concurrency))
@@ -213,4 +233,5 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
         slo=load_slo_report(store, [run_id]),
         workload=load_workload_report(store, run_id),
         intervals=load_intervals(store, run_id),
+        prefill_intervals=load_prefill_intervals(store, run_id),
     )

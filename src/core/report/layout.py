@@ -69,7 +69,7 @@ DOUBTFUL_NOTE = (
     "measurement error (the client was stalled while timing it); the notes say why and by how much."
 )
 PM_NOTE = (
-    "± after a number: its 95 % interval from the cell's own data (the larger of its two sides), shown where it is wider "
+    "± after a number: its 95 % interval from the cell's own data (a prefill point's: its cold probes; the larger of its two sides), shown where it is wider "
     "than the number's last printed digit; ±? where the data bound one side of nothing (too few values)."
 )
 _DOUBTFUL_NAMES = {
@@ -332,8 +332,8 @@ def long_rows(d: ReportData) -> list[tuple[str, list[str]]]:
     for p in d.prefill:
         valid = p["status"] == "valid"
         out.append((p["status"], [
-            "Prefill", p["context_label"], "1", status_label(p["status"]), fmt_tps(p["prompt_tps"]), DASH,
-            fmt_ms(p["ttft_ms"]), DASH, DASH, (str(p.get("samples") or 1)) if valid else DASH, DASH, DASH,
+            "Prefill", p["context_label"], "1", status_label(p["status"]), fmt_tps_pm(p["prompt_tps"], d.prefill_bounds(p, "prompt_tps")),
+            DASH, fmt_ms_pm(p["ttft_ms"], d.prefill_bounds(p, "ttft_ms")), DASH, DASH, (str(p.get("samples") or 1)) if valid else DASH, DASH, DASH,
         ]))
     for r in d.decode:
         m = doubtful_columns(r)
@@ -353,7 +353,7 @@ def legend_lines(d: ReportData) -> list[str]:
     lines = [f"{status_label(s)}: {text}" for s, text in LEGEND.items() if s in present]
     if any(doubtful_columns(r) for r in d.decode):
         lines.append(DOUBTFUL_NOTE)
-    if d.intervals:  # runs without intervals (older stores, imported pages) keep their legend
+    if d.intervals or d.prefill_intervals:  # runs without intervals (older stores, imported pages) keep their legend
         lines.append(PM_NOTE)
     if d.decode:
         warm = d.run.get("config") or {}

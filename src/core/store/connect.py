@@ -34,7 +34,9 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 #     macros nearest_rank() and wilson_bound() are the one definition of those figures (slo_verdicts, slo_cells), and
 #     nearest_rank rounds P/100 x n before its ceiling (p99.9 of 1000 values is rank 999, not 1000) (issue 28).
 # v8: cell_interval_rows and the cell_intervals view (intervals.sql): each cell number's 95 % interval (issue 30).
-SCHEMA_VERSION = 8
+# v9: prefill_interval_rows and the prefill_intervals view (prefill_intervals.sql): each prefill point's 95 % interval
+#     from its cold probes (issue 30 item 1).
+SCHEMA_VERSION = 9
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
 # and bumps SCHEMA_VERSION (tests/store/test_schema_files.py checks both).
@@ -49,6 +51,7 @@ SCHEMA_FILES = (
     "hosts.sql",  # client hosts of Ray cells (issue 21; docs/distributed.md)
     "telemetry.sql",  # GPU samples per cell (core/engine/telemetry.py)
     "intervals.sql",  # each cell number's 95 % interval (issue 30; docs/metrics.md, "Intervals")
+    "prefill_intervals.sql",  # each prefill point's 95 % interval from its cold probes (issue 30; docs/metrics.md)
 )
 MEMORY = ":memory:"
 

@@ -30,7 +30,7 @@ _IDENTITY = ("engine", "model", "host", "started_at", "source")
 # Tables an export written by an older infermatrix may not have (added after export v1 began).
 _OPTIONAL_TABLES = frozenset({"prefill_samples", "slo_limits", "run_costs", "points", "point_requests", "workload_passes", "workload_requests",
                               "trace_points", "trace_requests", "cell_host_stats", "slo_searches", "slo_search_probes",
-                              "gpu_samples", "cell_interval_rows"})  # tables newer than the first exports
+                              "gpu_samples", "cell_interval_rows", "prefill_interval_rows"})  # tables newer than the first exports
 
 
 @dataclass
