@@ -18,12 +18,10 @@ from infermatrix.core.report.data import (
     fmt_duration,
     fmt_float1,
     fmt_int,
-    fmt_ms,
     fmt_ms_pm,
     fmt_seconds,
     fmt_time,
     fmt_tokens,
-    fmt_tps,
     fmt_tps_pm,
     status_label,
 )
