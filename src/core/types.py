@@ -194,6 +194,8 @@ class PrefillResult:
     reason: str | None = None
     samples: list[PrefillSample] = field(default_factory=list)  # every probe sent, throwaway first
     engine_counters: dict[str, Any] | None = None  # the engine's counters over the cold probes (measure/engine_stats.py)
+    # metric -> infermatrix.core.intervals.Interval (run/prefill.py): ttft_ms and prompt_tps with their 95 % intervals
+    intervals: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import random
 
-from infermatrix.core.intervals import Interval, batch_mean_interval, quantile_interval, ratio_interval, t_quantile, verdict_of
+from infermatrix.core.intervals import Interval, batch_mean_interval, median_interval, quantile_interval, ratio_interval, t_quantile, verdict_of
 from infermatrix.core.intervals.batches import lag1
 from infermatrix.core.intervals.order_stats import binomial_cdf
 
@@ -52,3 +53,32 @@ def test_verdict_from_intervals_and_the_fixed_rule_without_them():
     assert verdict_of(base, Interval(94.0, 92.0, 96.0, "m", 20), False).verdict == "faster"  # a latency 6 % lower
     fixed = verdict_of(100.0, 97.0, True)
     assert fixed.verdict == "slower" and fixed.method == "fixed 2 % rule" and fixed.lo is None
+
+
+def test_median_interval_of_a_few_probes_is_t_on_logs_and_holds_every_value():
+    one = median_interval([50.0], 50.0)
+    assert (one.lo, one.hi, one.n) == (None, None, 1) and "too few" in one.method
+    xs = [50.0, 52.0, 61.0]
+    iv = median_interval(xs, 52.0)
+    logs = [math.log(x) for x in xs]
+    mean = sum(logs) / 3
+    sd = (sum((v - mean) ** 2 for v in logs) / 2) ** 0.5
+    assert abs(iv.hi - math.exp(mean + 4.303 * sd / 3**0.5)) < 1e-9 and "ln" in iv.method  # type: ignore[operator]
+    for n in (2, 3, 4, 5):  # the point's median is always inside, however the values fall (median.py's docstring)
+        rng = random.Random(n)
+        for _ in range(500):
+            vals = [rng.lognormvariate(0, 1) * (rng.random() < 0.3 and 9 or 1) for _ in range(n)]
+            med = sorted(vals)[n // 2] if n % 2 else sum(sorted(vals)[n // 2 - 1 : n // 2 + 1]) / 2
+            got = median_interval(vals, med)
+            assert got.lo is not None and got.hi is not None and got.lo <= med <= got.hi, (vals, got)
+    six = median_interval([5.0, 1.0, 3.0, 4.0, 2.0, 6.0], 3.5)
+    assert (six.lo, six.hi, six.method) == (1.0, 6.0, "order statistics")  # [min, max] of 6 holds the median 96.9 %
+
+
+def test_median_interval_of_three_log_normal_probes_covers_the_median_in_about_95_percent():
+    rng = random.Random(11)
+    covered = 0
+    for _ in range(2000):
+        xs = [rng.lognormvariate(4.0, 0.1) for _ in range(3)]  # true median e⁴
+        covered += median_interval(xs, sorted(xs)[1]).contains(math.exp(4.0))
+    assert 1860 <= covered <= 1940  # 95 % ± 3.3 sd of a binomial(2000, 0.95); [min, max] would cover 75 %

@@ -24,7 +24,7 @@ from infermatrix.core.store.store import RUN_TABLES
 
 ORDER = {
     "runs": "run_id", "prefill": "run_id, context_tokens", "cells": "run_id, context_tokens, concurrency",
-    "prefill_samples": "run_id, context_tokens, sample_no",
+    "prefill_samples": "run_id, context_tokens, sample_no", "prefill_interval_rows": "run_id, context_tokens, metric",
     "requests": "run_id, context_tokens, concurrency, request_no",
     "histograms": "run_id, context_tokens, concurrency, metric",
     "histogram_percentiles": "run_id, context_tokens, concurrency, metric, percentile",

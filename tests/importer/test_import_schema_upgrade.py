@@ -10,6 +10,7 @@ import pytest
 
 from imx_factories import fill_run
 from infermatrix.core.report import render_markdown
+from infermatrix.core.report.sections.prefill import PM_CAPTION
 from infermatrix.core.store import Store
 from infermatrix.core.store.connect import SCHEMA_VERSION
 from infermatrix.core.store.errors import StoreError
@@ -109,10 +110,33 @@ def _set_version(con: duckdb.DuckDBPyConnection, version: int) -> None:
 V7_MACROS = ("nearest_rank", "wilson_bound", "wilson_score", "request_tpot_ms", "request_tps")
 
 
-def make_v7(path) -> str:
-    """A store as schema v7 left it: no cell_interval_rows table, no cell_intervals view (v8, issue 30)."""
+def make_v9(path) -> str:
+    """A store as schema v9 left it: no prefill_interval_rows table, no prefill_intervals view (v10, issue 30)."""
     with Store(path) as s:
         run_id, _, _ = fill_run(s, seed=1, other=False)
+    con = duckdb.connect(str(path))
+    con.execute("DROP VIEW prefill_intervals")
+    con.execute("DROP TABLE prefill_interval_rows")
+    _set_version(con, 9)
+    con.close()
+    return run_id
+
+
+def test_v9_database_gains_the_prefill_interval_table_and_view_on_a_read_only_open(tmp_path):
+    path = tmp_path / "v9.duckdb"
+    run_id = make_v9(path)
+    assert not {"prefill_intervals", "prefill_interval_rows"} & objects(path)
+    with Store(path, read_only=True) as s:
+        assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
+        assert s.query("SELECT count(*) FROM prefill_intervals WHERE run_id = ?", [run_id])[1] == [(0,)]
+        markdown = render_markdown(s, run_id)
+        assert "# Speed test matrix" in markdown and PM_CAPTION not in markdown  # no interval: no ± note on the prefill table
+    assert {"prefill_intervals", "prefill_interval_rows"} <= objects(path)
+
+
+def make_v7(path) -> str:
+    """A store as schema v7 left it: no cell_interval_rows table, no cell_intervals view (v8, issue 30)."""
+    run_id = make_v8(path)
     con = duckdb.connect(str(path))
     con.execute("DROP VIEW cell_intervals")
     con.execute("DROP TABLE cell_interval_rows")
@@ -223,8 +247,7 @@ def test_an_older_store_that_cannot_be_upgraded_is_refused_in_one_line(tmp_path)
 def make_v8(path) -> str:
     """A store as schema v8 left it: no repeats (v9, issue 30 item 2) — no cell_repeats / cell_repeat_intervals, no
     requests.repeat, cell_interval_rows without its across-repeat columns."""
-    with Store(path) as s:
-        run_id, _, _ = fill_run(s, seed=1, other=False)
+    run_id = make_v9(path)
     con = duckdb.connect(str(path))
     con.execute("DROP TABLE cell_repeats")
     con.execute("DROP TABLE cell_repeat_intervals")

@@ -21,8 +21,8 @@ from infermatrix.core.contexts import parse_context
 from imx_factories import fill_run
 from infermatrix.core.importer import import_page
 from infermatrix.core.report import render_compare_html, render_html
-from infermatrix.core.report.data import load_intervals
-from infermatrix.core.report.fmt import fmt_ms, fmt_ms_pm, fmt_tps, fmt_tps_pm, status_label
+from infermatrix.core.report.data import load_intervals, load_prefill_intervals
+from infermatrix.core.report.fmt import fmt_ms_pm, fmt_tps_pm, status_label
 from infermatrix.core.report.layout import DOUBTFUL_MARK
 from infermatrix.core.store import Store
 from infermatrix.core.store.points import save_point
@@ -125,14 +125,17 @@ def test_sim_run_report_renders(sim_run_db, tmp_path):
         page = render_html(store, run_id)
         want = expected_matrix_cells(store, run_id)
         valid = store.query("SELECT count(*) FROM decode_matrix WHERE run_id = ? AND status = 'valid'", [run_id])[1][0][0]
-        prefill = store.query("SELECT context_label, prompt_tps, ttft_ms FROM prefill_list WHERE run_id = ? AND status = 'valid'", [run_id])[1]
+        prefill = store.query("SELECT context_label, prompt_tps, ttft_ms, context_tokens FROM prefill_list WHERE run_id = ? AND status = 'valid'", [run_id])[1]
+        prefill_ivs = load_prefill_intervals(store, run_id)  # the point's ± from its cold probes
     probe, shot = render(page, tmp_path, "sim")
     check_screenshot(shot)
     check_charts(probe, {"total-tps", "per-request-tps", "prefill-tps", "prefill-ttft", "decode-heatmap", "ttft-percentiles"}, valid)
     check_matrix(probe, want)
     shown = rows_of(probe, "prefill")
-    for label, tps, ttft in prefill:
-        assert [f"{label} context", fmt_tps(tps), fmt_ms(ttft), "Valid"] in shown
+    for label, tps, ttft, ctx in prefill:
+        ivs = prefill_ivs[ctx]
+        row = [f"{label} context", fmt_tps_pm(tps, (ivs["prompt_tps"].lo, ivs["prompt_tps"].hi)), fmt_ms_pm(ttft, (ivs["ttft_ms"].lo, ivs["ttft_ms"].hi)), "Valid"]
+        assert row in shown and "±" in row[1] + row[2], (row, shown)
 
 
 def test_open_loop_sections_and_chart_render(tmp_path):

@@ -6,6 +6,12 @@ sub-windows and the rate is taken in each; batch means of sub-windows long again
 independent. That is checked, not assumed: while the lag-1 autocorrelation of the batch means is above
 ``2 / √B`` (significant at about 5 % for B independent values), adjacent batches are merged in pairs (each twice
 as long), down to ``MIN_BATCHES``. The interval is mean ± t_{B−1} × sd / √B over the final B batches.
+
+A count has a resolution, and batch means alone do not see it: tokens arrive in whole engine steps, so where every
+sub-window happens to hold the same number of steps (a steady engine whose step divides the sub-window) the batch
+values do not vary at all and sd is 0 — yet the window's edges cut a step at an unknown phase, so its total is known
+only to about a step's tokens at each edge. ``count_sd`` (the caller's: the standard deviation of Σ nums from that
+resolution alone) is a floor under the standard error of the sum: se = max(batch-means se, count_sd ÷ Σ dens).
 """
 
 from __future__ import annotations
@@ -61,12 +67,13 @@ def _merged(nums: list[float], dens: list[float]) -> tuple[list[float], list[flo
     return n2, d2
 
 
-def ratio_interval(nums: Sequence[float], dens: Sequence[float]) -> Interval | None:
+def ratio_interval(nums: Sequence[float], dens: Sequence[float], count_sd: float = 0.0) -> Interval | None:
     """Σ nums ÷ Σ dens with its batch interval; batch b holds (nums[b], dens[b]) (tokens, seconds).
 
     The estimate is a ratio of sums, so its standard error is the ratio estimator's (delta method):
     sd(nums_b − R dens_b) / (√B × mean dens_b). With equal dens (a rate over equal sub-windows) this is the
-    plain batch-means interval of the sub-windows' rates. None without two batches or with no time.
+    plain batch-means interval of the sub-windows' rates. ``count_sd``: the resolution floor of the module's
+    docstring (the method then says so where it binds). None without two batches or with no time.
     """
     ns, ds = [float(x) for x in nums], [float(x) for x in dens]
     if len(ns) < 2 or sum(ds) <= 0:
@@ -84,8 +91,10 @@ def ratio_interval(nums: Sequence[float], dens: Sequence[float]) -> Interval | N
         return None
     mean_r = sum(resid) / b
     sd = math.sqrt(sum((e - mean_r) ** 2 for e in resid) / (b - 1))
-    half = t_quantile(b - 1) * sd / (math.sqrt(b) * mean_d)
-    return Interval(value, value - half, value + half, f"batch means, B={b}, lag1={r1:.2f}", b)
+    se, floor = sd / (math.sqrt(b) * mean_d), count_sd / sum(ds)
+    method = f"batch means, B={b}, lag1={r1:.2f}" + (", count resolution floor" if floor > se else "")
+    half = t_quantile(b - 1) * max(se, floor)
+    return Interval(value, value - half, value + half, method, b)
 
 
 def batch_mean_interval(values: Sequence[float]) -> Interval | None:

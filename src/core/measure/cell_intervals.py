@@ -5,12 +5,18 @@ keep (requests hold sent / first token / ended / tokens only): the window is cut
 one's tokens (total tok/s) and tokens and time between chunks (per-request tok/s, after each request's first
 arrival, exactly as ``metrics.request_rate`` counts them) are taken, and the statistics of
 ``infermatrix.core.intervals`` turn them into intervals. Each figure's value is the cell's own number.
+
+Total tok/s is a count, and a count has a resolution: the window's edges cut an engine step at an unknown phase,
+so its tokens are known to about one step's tokens at each edge, however steady the engine (docs/metrics.md,
+*Intervals*). That is the floor under its interval (``ratio_interval``'s ``count_sd``).
 """
 
 from __future__ import annotations
 
 from infermatrix.core.intervals import Interval, quantile_interval, ratio_interval
 from infermatrix.core.intervals.batches import BATCHES
+import math
+
 from infermatrix.core.measure.metrics import WindowStats, rate_chunks
 from infermatrix.core.quantiles import percentile
 from infermatrix.core.types import RequestRecord
@@ -25,10 +31,12 @@ def _batch(t: float, start: float, width: float) -> int:
     return min(BATCHES - 1, max(0, int((t - start) / width)))
 
 
-def _sub_windows(records: list[RequestRecord], start: float, end: float) -> tuple[list[float], list[float], list[float]]:
-    """Per sub-window: all in-window tokens, the rate tokens, and the time between the rate's chunks."""
+def _sub_windows(records: list[RequestRecord], start: float, end: float) -> tuple[list[float], list[float], list[float], int]:
+    """Per sub-window: all in-window tokens, the rate tokens, and the time between the rate's chunks; and how many
+    such gaps between chunks there were."""
     width = (end - start) / BATCHES
     total, rate_tokens, rate_s = [0.0] * BATCHES, [0.0] * BATCHES, [0.0] * BATCHES
+    gaps = 0
     for r in records:
         for t, n in r.events:
             if start <= t <= end:
@@ -41,16 +49,28 @@ def _sub_windows(records: list[RequestRecord], start: float, end: float) -> tupl
             b = _batch(t1, start, width)
             rate_tokens[b] += n1
             rate_s[b] += t1 - t0
-    return total, rate_tokens, rate_s
+            gaps += 1
+    return total, rate_tokens, rate_s, gaps
+
+
+def count_resolution_sd(tokens: float, window_s: float, gap_s: float, gaps: int) -> float:
+    """The standard deviation of a window's token count from its resolution alone.
+
+    One step delivers q tokens across the streams — the window's tokens × a stream's mean time between chunks
+    ÷ the window (at least one token: a count is whole) — and each of the window's two edges falls at a uniform
+    phase of a step: variance q² / 12 each, so sd = q / √6. The client's stamps (``time.monotonic``, 1 ns) add
+    nothing beside a step."""
+    q = tokens * (gap_s / gaps) / window_s if gaps and window_s > 0 else 0.0
+    return max(q, 1.0) / math.sqrt(6.0)
 
 
 def cell_intervals(records: list[RequestRecord], start: float, end: float, stats: WindowStats) -> dict[str, Interval]:
     """metric -> the cell number with its interval; a metric without one (no number, too little data) is left out."""
     out: dict[str, Interval] = {}
     if end > start and stats.total_tps is not None:
-        total, rate_tokens, rate_s = _sub_windows(records, start, end)
+        total, rate_tokens, rate_s, gaps = _sub_windows(records, start, end)
         width = (end - start) / BATCHES
-        tps = ratio_interval(total, [width] * BATCHES)
+        tps = ratio_interval(total, [width] * BATCHES, count_sd=count_resolution_sd(sum(total), end - start, sum(rate_s), gaps))
         if tps is not None:
             out["total_tps"] = tps
         per_request = ratio_interval(rate_tokens, rate_s) if stats.per_request_tps is not None else None

@@ -37,6 +37,8 @@ __all__ = [
     "Intervals",
     "load_intervals",
     "load_spreads",
+    "PrefillIntervals",
+    "load_prefill_intervals",
     "WorkloadReport",
     "load_report",
     "DASH",
@@ -76,6 +78,17 @@ def load_spreads(store: Store, run_id: str) -> dict[tuple[int, int], dict[str, d
     return out
 
 
+PrefillIntervals = dict[int, dict[str, Interval]]  # context tokens -> metric (ttft_ms, prompt_tps) -> its interval
+
+
+def load_prefill_intervals(store: Store, run_id: str) -> PrefillIntervals:
+    """The run's ``prefill_intervals`` rows by point and metric (none for stores older than v10 and imported pages)."""
+    out: PrefillIntervals = {}
+    for r in view_rows(store, "SELECT * FROM prefill_intervals WHERE run_id = ?", [run_id]):
+        out.setdefault(r["context_tokens"], {})[r["metric"]] = Interval(r["value"], r["lo"], r["hi"], r["method"], r["n"])
+    return out
+
+
 @dataclass
 class WorkloadReport:
     """A run's workload pass (docs/workloads.md)."""
@@ -103,6 +116,7 @@ class ReportData:
     intervals: Intervals = field(default_factory=dict)  # each valid cell's numbers' 95 % intervals (cell_intervals)
     # a cell of K >= 2 repeats: metric -> its cell_intervals row's repeats, sd, window_lo, window_hi, noisier
     spreads: dict[tuple[int, int], dict[str, dict[str, Any]]] = field(default_factory=dict)
+    prefill_intervals: PrefillIntervals = field(default_factory=dict)  # each valid prefill point's (prefill_intervals)
 
     @property
     def run_id(self) -> str:
@@ -125,6 +139,12 @@ class ReportData:
         """``(lo, hi)`` of a decode row's number, for fmt's ``±``; None where the cell has no interval for it."""
         iv = self.intervals.get((row["context_tokens"], row["concurrency"]), {}).get(metric)
         return None if iv is None else (iv.lo, iv.hi)
+
+    def prefill_bounds(self, row: dict[str, Any], metric: str) -> tuple[float | None, float | None] | None:
+        """``(lo, hi)`` of a prefill_list row's number, for fmt's ``±``; None where the point has no interval for it —
+        also where both ends are NULL (one probe: there is no interval at all, not one open on a side)."""
+        iv = self.prefill_intervals.get(row["context_tokens"], {}).get(metric)
+        return None if iv is None or (iv.lo is None and iv.hi is None) else (iv.lo, iv.hi)
 
     def reason(self, context_tokens: int, concurrency: int) -> str | None:
         d = self.details.get((context_tokens, concurrency))
@@ -227,4 +247,5 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
         workload=load_workload_report(store, run_id),
         intervals=load_intervals(store, run_id),
         spreads=load_spreads(store, run_id),
+        prefill_intervals=load_prefill_intervals(store, run_id),
     )

@@ -34,10 +34,16 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def _intervals_json(ivs: dict[str, Any]) -> dict[str, Any]:
+    """A row's intervals, metric -> ``{lo, hi, method, n}`` (the value is the row's own number)."""
+    return {m: {"lo": iv.lo, "hi": iv.hi, "method": iv.method, "n": iv.n} for m, iv in sorted(ivs.items())}
+
+
 def json_of(d: ReportData) -> dict[str, Any]:
     """``{format, version, run, prefill, decode, latency, slo, trace, points, workload}`` for an already loaded report.
 
-    ``run`` is the runs row (JSON columns as objects); ``prefill`` rows are prefill_list rows,
+    ``run`` is the runs row (JSON columns as objects); ``prefill`` rows are prefill_list rows plus ``intervals`` (the
+    point's prefill_intervals rows, metric -> ``{lo, hi, method, n}``; empty for points without them),
     ``decode`` rows are decode_matrix rows plus ``reason`` and ``intervals`` (the cell's cell_intervals rows,
     metric -> ``{lo, hi, method, n}``, and for a cell of K > 1 repeats ``repeats, sd, window_lo, window_hi, noisier``;
     empty for cells without them: not valid, older stores, imported pages), ``latency`` rows latency_percentiles rows;
@@ -55,16 +61,21 @@ def json_of(d: ReportData) -> dict[str, Any]:
         row = dict(r)
         row["reason"] = d.reason(r["context_tokens"], r["concurrency"])
         ivs = d.intervals.get((r["context_tokens"], r["concurrency"]), {})
-        row["intervals"] = {m: {"lo": iv.lo, "hi": iv.hi, "method": iv.method, "n": iv.n} for m, iv in sorted(ivs.items())}
+        row["intervals"] = _intervals_json(ivs)
         for m, spread in d.spreads.get((r["context_tokens"], r["concurrency"]), {}).items():  # repeats: the spread beside it
             if m in row["intervals"]:
                 row["intervals"][m].update({k: spread[k] for k in ("repeats", "sd", "window_lo", "window_hi", "noisier")})
         decode.append(row)
+    prefill = []
+    for p in d.prefill:
+        row = dict(p)
+        row["intervals"] = _intervals_json(d.prefill_intervals.get(p["context_tokens"], {}))
+        prefill.append(row)
     return {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,
         "run": _plain(d.run),
-        "prefill": _plain(d.prefill),
+        "prefill": _plain(prefill),
         "decode": _plain(decode),
         "latency": _plain(d.latency),
         "slo": _plain({"cells": d.slo.cells, "capacity": d.slo.capacity, "frontier": d.slo.frontier, "engine_stats": d.slo.engine_stats,

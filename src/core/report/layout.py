@@ -18,12 +18,10 @@ from infermatrix.core.report.data import (
     fmt_duration,
     fmt_float1,
     fmt_int,
-    fmt_ms,
     fmt_ms_pm,
     fmt_seconds,
     fmt_time,
     fmt_tokens,
-    fmt_tps,
     fmt_tps_pm,
     status_label,
 )
@@ -69,7 +67,7 @@ DOUBTFUL_NOTE = (
     "measurement error (the client was stalled while timing it); the notes say why and by how much."
 )
 PM_NOTE = (
-    "± after a number: its 95 % interval from the cell's own data (the larger of its two sides), shown where it is wider "
+    "± after a number: its 95 % interval from the cell's own data (a prefill point's: its cold probes; the larger of its two sides), shown where it is wider "
     "than the number's last printed digit; ±? where the data bound one side of nothing (too few values)."
 )
 REPEATS_NOTE = (
@@ -336,8 +334,8 @@ def long_rows(d: ReportData) -> list[tuple[str, list[str]]]:
     for p in d.prefill:
         valid = p["status"] == "valid"
         out.append((p["status"], [
-            "Prefill", p["context_label"], "1", status_label(p["status"]), fmt_tps(p["prompt_tps"]), DASH,
-            fmt_ms(p["ttft_ms"]), DASH, DASH, (str(p.get("samples") or 1)) if valid else DASH, DASH, DASH,
+            "Prefill", p["context_label"], "1", status_label(p["status"]), fmt_tps_pm(p["prompt_tps"], d.prefill_bounds(p, "prompt_tps")),
+            DASH, fmt_ms_pm(p["ttft_ms"], d.prefill_bounds(p, "ttft_ms")), DASH, DASH, (str(p.get("samples") or 1)) if valid else DASH, DASH, DASH,
         ]))
     for r in d.decode:
         m = doubtful_columns(r)
@@ -357,7 +355,7 @@ def legend_lines(d: ReportData) -> list[str]:
     lines = [f"{status_label(s)}: {text}" for s, text in LEGEND.items() if s in present]
     if any(doubtful_columns(r) for r in d.decode):
         lines.append(DOUBTFUL_NOTE)
-    if d.intervals:  # runs without intervals (older stores, imported pages) keep their legend
+    if d.intervals or d.prefill_intervals:  # runs without intervals (older stores, imported pages) keep their legend
         lines.append(PM_NOTE)
     if any((r.get("repeats") or 1) > 1 for r in d.decode):
         lines.append(REPEATS_NOTE)

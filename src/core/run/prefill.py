@@ -21,12 +21,13 @@ from typing import Any, Awaitable, Callable
 
 import httpx
 
+from infermatrix.core.intervals import Interval, median_interval
 from infermatrix.core.measure.cell import CellRunner
 from infermatrix.core.measure.engine_stats import counter_deltas
 from infermatrix.core.run.planning import prefill_target
 from infermatrix.core.types import PrefillResult, PrefillSample
 
-__all__ = ["probe_prefill", "prefill_point", "round_trip_ms", "RTT_PATH"]
+__all__ = ["probe_prefill", "prefill_point", "prefill_intervals", "round_trip_ms", "RTT_PATH"]
 
 RTT_PATH = "/v1/models"  # the one request every OpenAI-compatible server answers, with no work behind it
 
@@ -87,7 +88,8 @@ async def probe_prefill(runner: CellRunner, workload: Any, ctx: int, max_model_l
     tokens, ttft_ms, prompt_tps = prefill_point(kept, target)
     runner.prefill_rates.add(ctx, tokens, ttft_ms / 1000.0)
     return PrefillResult(context_tokens=ctx, prompt_tokens=tokens, ttft_ms=ttft_ms, prompt_tps=prompt_tps,
-                         status="valid", reason=note, samples=samples, engine_counters=counters)  # fmt: skip
+                         status="valid", reason=note, samples=samples, engine_counters=counters,
+                         intervals=prefill_intervals(kept, tokens, ttft_ms))  # fmt: skip
 
 
 def prefill_point(kept: list[PrefillSample], target: int) -> tuple[int, float, float]:
@@ -97,3 +99,11 @@ def prefill_point(kept: list[PrefillSample], target: int) -> tuple[int, float, f
     ttft_ms = statistics.median(s.ttft_ms for s in kept if s.ttft_ms is not None)
     tokens = int(statistics.median(s.prompt_tokens or target for s in kept))
     return tokens, ttft_ms, tokens / (ttft_ms / 1000.0)
+
+
+def prefill_intervals(kept: list[PrefillSample], tokens: int, ttft_ms: float) -> dict[str, Interval]:
+    """The point's ``ttft_ms`` and ``prompt_tps`` with their 95 % intervals from its kept probes (docs/metrics.md,
+    prefill list): the TTFTs' median interval (``median_interval``; no bounds from one probe), and prompt_tps =
+    tokens ÷ TTFT its image, ends swapped (the point's median prompt tokens held fixed, as the number holds them)."""
+    ttft = median_interval([s.ttft_ms for s in kept if s.ttft_ms is not None], ttft_ms)
+    return {"ttft_ms": ttft, "prompt_tps": ttft.inverted(tokens * 1000.0)}

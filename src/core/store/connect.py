@@ -38,7 +38,9 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 #     requests.repeat, cell_interval_rows' across-repeat columns (repeats, sd, window_lo, window_hi, noisier) shown at
 #     the end of cell_intervals, decode_matrix gains repeats and noisier_than_window at the end, and the SLO views
 #     judge a repeated cell's request by its own repeat's window (issue 30).
-SCHEMA_VERSION = 9
+# v10: prefill_interval_rows and the prefill_intervals view (prefill_intervals.sql): each prefill point's 95 % interval
+#     from its cold probes (issue 30 item 1).
+SCHEMA_VERSION = 10
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
 # and bumps SCHEMA_VERSION (tests/store/test_schema_files.py checks both).
@@ -53,6 +55,7 @@ SCHEMA_FILES = (
     "hosts.sql",  # client hosts of Ray cells (issue 21; docs/distributed.md)
     "telemetry.sql",  # GPU samples per cell (core/engine/telemetry.py)
     "intervals.sql",  # each cell number's 95 % interval (issue 30; docs/metrics.md, "Intervals")
+    "prefill_intervals.sql",  # each prefill point's 95 % interval from its cold probes (issue 30; docs/metrics.md)
 )
 MEMORY = ":memory:"
 

@@ -20,6 +20,8 @@ __all__ = [
     "to_json",
     "prefill_row",
     "prefill_sample_rows",
+    "prefill_interval_rows",
+    "PREFILL_INTERVAL_COLUMNS",
     "cell_row",
     "request_rows",
     "histogram_rows",
@@ -89,6 +91,15 @@ def prefill_sample_rows(run_id: str, r: PrefillResult) -> list[list[Any]]:
          _num(s.sent), _num(s.first_token), s.outcome]
         for s in r.samples
     ]
+
+
+# prefill_interval_rows (prefill_intervals.sql): one row per number of a prefill point with its interval (r.intervals).
+PREFILL_INTERVAL_COLUMNS = ("run_id", "context_tokens", "metric", "value", "lo", "hi", "method", "n")
+
+
+def prefill_interval_rows(run_id: str, r: PrefillResult) -> list[list[Any]]:
+    return [[run_id, r.context_tokens, metric, iv.value, iv.lo, iv.hi, iv.method, iv.n]
+            for metric, iv in sorted((r.intervals or {}).items())]  # fmt: skip
 
 
 def cell_row(run_id: str, c: CellResult) -> list[Any]:

@@ -55,7 +55,7 @@ _CHILD_TABLES = ("requests", "histograms", "histogram_percentiles", "cell_host_s
                  "cell_repeat_intervals")
 # Every table that holds a run's rows (keyed by run_id), runs last: every store has them all (connect.SCHEMA_FILES),
 # so deleting, exporting or importing a run takes its search and GPU samples too.
-RUN_TABLES = ("prefill", "prefill_samples", "cells", *_CHILD_TABLES, "slo_limits", "run_costs", "points", "point_requests", "workload_passes",
+RUN_TABLES = ("prefill", "prefill_samples", "prefill_interval_rows", "cells", *_CHILD_TABLES, "slo_limits", "run_costs", "points", "point_requests", "workload_passes",
               "workload_requests", "trace_points", "trace_requests", "slo_searches", "slo_search_probes", "gpu_samples", "runs")
 
 
@@ -365,6 +365,8 @@ class Store:
              [*rows.prefill_row(run_id, r), _now()]),
             ("DELETE FROM prefill_samples WHERE run_id = ? AND context_tokens = ?", key),
             (Bulk, ("prefill_samples", _PREFILL_SAMPLE_COLUMNS, rows.prefill_sample_rows(run_id, r))),
+            ("DELETE FROM prefill_interval_rows WHERE run_id = ? AND context_tokens = ?", key),
+            (Bulk, ("prefill_interval_rows", rows.PREFILL_INTERVAL_COLUMNS, rows.prefill_interval_rows(run_id, r))),
         ]  # fmt: skip
 
     @staticmethod
