@@ -22,6 +22,7 @@ from infermatrix.core.report.data import (
     fmt_seconds,
     fmt_time,
     fmt_tokens,
+    fmt_tps,
     fmt_tps_pm,
     status_label,
 )
