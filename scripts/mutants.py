@@ -171,7 +171,7 @@ def run_one(m: Mutant, pkg: Path, tests: tuple[str, ...], timeout: float) -> Mut
     t0 = time.monotonic()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-m", "not slow", "-p", "no:cacheprovider", *tests],
+            [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-m", "not slow", "-p", "no:cacheprovider", *tests],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
         m.outcome = "survived" if proc.returncode == 0 else ("killed" if proc.returncode == 1 else f"killed (exit {proc.returncode})")
@@ -216,7 +216,7 @@ def main() -> int:
         _check_shadowing(pkg)
         # The unmutated code must pass its tests, or every mutant would look killed.
         for tests in {t for _, t in plan}:
-            base = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider", *tests], cwd=ROOT,
+            base = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-m", "not slow", "-p", "no:cacheprovider", *tests], cwd=ROOT,
                                   env={**os.environ, "PYTHONPATH": str(pkg), "PYTHONDONTWRITEBYTECODE": "1"}, capture_output=True, text=True)  # fmt: skip
             if base.returncode != 0:
                 raise SystemExit(f"mutants: the unmutated code fails {tests}:\n{base.stdout[-2000:]}")

@@ -11,6 +11,8 @@ import psutil
 import pytest
 from imxtest import SimServer
 
+pytest_plugins = ["solo"]  # @pytest.mark.solo: no other test beside it under xdist (tests/solo.py)
+
 
 @pytest.fixture
 def anyio_backend():

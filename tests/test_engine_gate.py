@@ -47,7 +47,7 @@ def test_ci_run_with_the_llama_server_binary_gone_fails_naming_the_engine(tmp_pa
            "INFERMATRIX_SETUP_LOGS": str(tmp_path)}  # fmt: skip
     (tmp_path / "llama-cpp.log").write_text("setup-engine: llama-cpp ready\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/llamacpp/test_llamacpp_e2e.py",
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/llamacpp/test_llamacpp_e2e.py",
          "-k", "test_run_completes_and_stops_every_process"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
     )  # fmt: skip

@@ -22,7 +22,7 @@ import bars
 from imxtest import SimServer, run_cli
 from profiles import write_profile
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.solo]  # solo: 256 streams need both cores to keep the client ahead of the sim (tests/solo.py)
 
 # Bars: tests/fidelity/bars.py (TOTAL_TPS, PER_REQUEST_TPS, BATCH_VALID, BATCH_STAGGERED, MOST_ENDS_PER_STEP).
 # The issue's own windows. The client's stamps at the two edges can differ by ~15-20 ms at 256 streams on two cores

@@ -1,0 +1,72 @@
+"""tests/solo.py's lock (issue 28 item 7): shared tests run side by side, a solo test runs alone, and a solo test
+that waits is not overtaken by shared tests that come after it. Threads stand in for xdist workers: each opens the
+lock files itself, and flock locks belong to the open file, so they exclude each other as processes would."""
+
+from __future__ import annotations
+
+import fcntl
+import threading
+import time
+
+from solo import machine
+
+WAIT = 5.0  # only a bound on a wait that must end; the order is judged by events, not by time
+
+
+def _hold(d, solo, entered, release, log, name):
+    with machine(d, solo):
+        log.append(f"{name} in")
+        entered.set()
+        assert release.wait(WAIT)
+        log.append(f"{name} out")
+
+
+def _start(d, solo, log, name):
+    entered, release = threading.Event(), threading.Event()
+    t = threading.Thread(target=_hold, args=(d, solo, entered, release, log, name), daemon=True)
+    t.start()
+    return t, entered, release
+
+
+def _wait_until_held(path) -> bool:
+    """True once someone holds ``path``'s lock (a non-blocking try fails), polled: the waiter gives no event."""
+    end = time.monotonic() + WAIT
+    while time.monotonic() < end:
+        with open(path, "a+") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f, fcntl.LOCK_UN)
+        time.sleep(0.01)
+    return False
+
+
+def test_shared_tests_run_side_by_side(tmp_path):
+    log: list[str] = []
+    a, a_in, a_go = _start(tmp_path, False, log, "a")
+    b, b_in, b_go = _start(tmp_path, False, log, "b")
+    assert a_in.wait(WAIT) and b_in.wait(WAIT)  # both inside at once
+    a_go.set(), b_go.set()
+    a.join(WAIT), b.join(WAIT)
+    assert sorted(log[:2]) == ["a in", "b in"]
+
+
+def test_a_solo_test_waits_for_the_running_one_and_goes_before_later_shared_ones(tmp_path):
+    log: list[str] = []
+    a, a_in, a_go = _start(tmp_path, False, log, "a")  # a shared test is running
+    assert a_in.wait(WAIT)
+    s, s_in, s_go = _start(tmp_path, True, log, "solo")  # a solo test arrives: it must wait for a
+    assert _wait_until_held(tmp_path / "turnstile")  # ... holding the turnstile while it waits
+    assert not s_in.wait(0.3)
+    c, c_in, c_go = _start(tmp_path, False, log, "c")  # a shared test after it: must wait for the solo one
+    assert not c_in.wait(0.3)
+    a_go.set()
+    assert s_in.wait(WAIT)  # a left: the solo test runs, alone
+    assert not c_in.wait(0.3)
+    s_go.set()
+    assert c_in.wait(WAIT)
+    c_go.set()
+    for t in (a, s, c):
+        t.join(WAIT)
+    assert log == ["a in", "a out", "solo in", "solo out", "c in", "c out"]
