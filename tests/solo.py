@@ -5,7 +5,9 @@ addopts): most slow tests wait on a launched sim's windows and use a fraction of
 halve the wall time without moving their numbers. Some cannot share: a real engine on CPU (vLLM, llama.cpp) takes
 every core it finds, a 256-stream cell needs both cores to keep its client ahead, and two local Ray clusters side by
 side break each other. Those carry the ``solo`` mark (module-wide, as ``pytestmark``; a ``vllm`` or ``llamacpp``
-test is solo without it), and while one runs no other test runs beside it.
+test is solo without it), and while one runs no other test runs beside it. Modules that share something other than
+the cores — a local Ray cluster (``ray.init`` finds another module's) — carry ``holds("ray")``: a lock of that name
+held from the module's first test to its last, so two such modules never overlap.
 
 How: a readers-writer lock across the workers on two files in a directory named by xdist's run id. Every test holds
 the *machine* lock shared while it runs (set-up, call and tear-down, so a module fixture that launches an engine is
@@ -20,11 +22,13 @@ import fcntl
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import IO
 from pathlib import Path
 
 import pytest
 
 MARK = "solo"
+HOLDS = "holds"  # @pytest.mark.holds("ray"): modules holding the same name never run side by side
 REAL_ENGINES = ("vllm", "llamacpp")  # a real engine on CPU takes every core it finds: solo without saying so
 
 
@@ -61,11 +65,36 @@ def machine(d: Path, solo: bool) -> Iterator[None]:
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
+_held: dict[str, IO[str]] = {}  # this worker's module-wide locks, by name
+
+
+def _hold_module_locks(d: Path, item: pytest.Item) -> None:
+    """Take the module's named locks at its first test (before the machine lock: a waiter for a name holds nothing
+    another test waits for, so no cycle)."""
+    for mark in item.iter_markers(HOLDS):
+        name = mark.args[0]
+        if name not in _held:
+            f = open(d / f"holds-{name}", "a+")  # noqa: SIM115 - held across tests, closed by _release_module_locks
+            fcntl.flock(f, fcntl.LOCK_EX)
+            _held[name] = f
+
+
+def _release_module_locks(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Give the names back after the module's last test (its fixtures, a Ray cluster, are torn down by then)."""
+    keep = {m.args[0] for m in nextitem.iter_markers(HOLDS)} if nextitem is not None and nextitem.module is item.module else set()
+    for name in [n for n in _held if n not in keep]:
+        _held.pop(name).close()  # closing the file drops its flock
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outermost: the wait is outside pytest-timeout's clock
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     d = lock_dir(item.config)
     if d is None:
         yield
         return
-    with machine(d, is_solo(item)):
-        yield
+    _hold_module_locks(d, item)
+    try:
+        with machine(d, is_solo(item)):
+            yield
+    finally:
+        _release_module_locks(item, nextitem)

@@ -8,7 +8,8 @@ import fcntl
 import threading
 import time
 
-from solo import machine
+import pytest
+from solo import _hold_module_locks, _release_module_locks, machine
 
 WAIT = 5.0  # only a bound on a wait that must end; the order is judged by events, not by time
 
@@ -70,3 +71,39 @@ def test_a_solo_test_waits_for_the_running_one_and_goes_before_later_shared_ones
     for t in (a, s, c):
         t.join(WAIT)
     assert log == ["a in", "a out", "solo in", "solo out", "c in", "c out"]
+
+
+class _Item:
+    """What the module locks read of a pytest item: its holds marks and its module."""
+
+    def __init__(self, module: object, *names: str) -> None:
+        self.module, self.names = module, names
+
+    def iter_markers(self, name: str):
+        return [pytest.mark.holds(n).mark for n in self.names] if name == "holds" else []
+
+
+def _free(path) -> bool:
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return True
+
+
+def test_a_holds_lock_lasts_from_the_modules_first_test_to_its_last(tmp_path):
+    ray_a, ray_b, other = object(), object(), object()
+    first, last = _Item(ray_a, "ray"), _Item(ray_a, "ray")
+    _hold_module_locks(tmp_path, first)
+    assert not _free(tmp_path / "holds-ray")  # another worker's Ray module would wait
+    _release_module_locks(first, nextitem=last)  # the module goes on: its cluster is still up
+    assert not _free(tmp_path / "holds-ray")
+    _hold_module_locks(tmp_path, last)
+    _release_module_locks(last, nextitem=_Item(other))  # the module ended
+    assert _free(tmp_path / "holds-ray")
+    # two Ray modules back to back on one worker: released between them (the first's cluster is gone)
+    _hold_module_locks(tmp_path, _Item(ray_a, "ray"))
+    _release_module_locks(_Item(ray_a, "ray"), nextitem=_Item(ray_b, "ray"))
+    assert _free(tmp_path / "holds-ray")

@@ -89,6 +89,14 @@ def out_console(file: Any = None, **kwargs: Any) -> Console:
     return Console(file=file, width=UNBOUNDED_WIDTH, color_system=None, **kwargs)
 
 
+def err_console(**kwargs: Any) -> Console:
+    """The console progress and notes go to (stderr): the terminal's width on a terminal; off one (a pipe, a log file,
+    a test reading it) unbounded, so a line with a long path is never folded into two."""
+    if sys.stderr.isatty():
+        return Console(stderr=True, **kwargs)
+    return Console(stderr=True, width=UNBOUNDED_WIDTH, **kwargs)
+
+
 def open_store(db: str, read_only: bool = False):
     from infermatrix.core.store import Store, StoreError
 

@@ -10,8 +10,8 @@ import click
 from rich.console import Console
 
 from infermatrix.cli.common import (
-    DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_SEARCH_STOPPED, OneLineErrors, fail, list_option, number_option, open_store,
-    out_console,
+    DEFAULT_DB, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_SEARCH_STOPPED, OneLineErrors, err_console, fail, list_option, number_option,
+    open_store, out_console,
 )
 from infermatrix.cli.attach_flags import ATTACH_FLAGS, attach_config, attach_options
 from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options, points_take_max_output
@@ -162,7 +162,7 @@ def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool, slos=([], N
 
     # Outside the run's own handling (before it starts, while the report prints), SIGTERM is a Ctrl-C.
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    err = Console(stderr=True)
+    err = err_console()
     try:
         outcome = anyio.run(lambda: execute_run(pm, cfg, store, err, run_id=run_id, retry_errors=retry_errors))
     except ConfigError as exc:  # found before the run existed (an unreachable URL ...): a database made for it goes again

@@ -6,9 +6,8 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.console import Console
 
-from infermatrix.cli.common import DEFAULT_DB, EXIT_INTERRUPTED, OneLineErrors, fail, number_option, open_store, out_console
+from infermatrix.cli.common import DEFAULT_DB, EXIT_INTERRUPTED, OneLineErrors, err_console, fail, number_option, open_store, out_console
 from infermatrix.cli.slo_opts import attach_slos_after_run, parse_slo_flags, slo_options
 
 
@@ -75,7 +74,7 @@ def _run(pm, configs, store, use_ray: bool, address, gpus: float, resource, node
 
     from infermatrix.core.run.sweep import name_runs, run_local_sweep, summary_table, sweep_exit_code
 
-    err = Console(stderr=True)
+    err = err_console()
     entries = name_runs(store, configs)
     try:
         if use_ray:

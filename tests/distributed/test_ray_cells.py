@@ -14,7 +14,7 @@ import httpx
 import pytest
 from imxtest import SimServer, run_cli
 
-pytestmark = [pytest.mark.slow, pytest.mark.solo]  # solo: a local Ray cluster and 128 streams: beside another test it starves, beside another cluster it breaks (tests/solo.py)
+pytestmark = [pytest.mark.slow, pytest.mark.solo, pytest.mark.holds("ray")]  # 128 streams need the cores; a Ray cluster beside another breaks (tests/solo.py)
 
 STREAMS = int(os.environ.get("INFERMATRIX_RAY_TEST_STREAMS", "128"))
 SKEW = {"actor": 1, "offset_ns": 40_000_000, "drift_ppm": 50.0}

@@ -23,7 +23,7 @@ from imxtest import processes_mentioning, run_cli
 from reliability.rel_helpers import Cli
 from sweep_helpers import need_ray, rows, runs_by_name, sim_config
 
-pytestmark = [pytest.mark.slow, pytest.mark.solo]  # solo: local Ray clusters: two side by side (two xdist workers) break each other (tests/solo.py)
+pytestmark = [pytest.mark.slow, pytest.mark.holds("ray")]  # local Ray clusters: two side by side break each other (tests/solo.py)
 
 GPU_NODES = 2
 STARTED = re.compile(r"run (\w{8}) \((\S+)\) started on .* node id (\w+)")

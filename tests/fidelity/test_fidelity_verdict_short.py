@@ -30,7 +30,7 @@ from truthlib import rel_err
 
 from infermatrix.core.measure.metrics import ARRIVAL_GROUP_S
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.solo]  # solo: the claim is "never client_bound at idle" on a 1-stream cell (tests/solo.py)
 
 WINDOW_S = 4
 

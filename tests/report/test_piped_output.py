@@ -119,3 +119,17 @@ def test_run_prints_its_report_whole(tmp_path):
     for gpu, usd, usd_total in frontier:  # the frontier row whole: tok/s per GPU and both costs on the 1K × 1 line
         assert any(ln.split()[:3] == ["1K", "1", fmt_tps(gpu)] and ln.split()[-2:] == [fmt_usd(usd), fmt_usd(usd_total)]
                    for ln in text.splitlines())
+
+
+def test_progress_lines_on_stderr_are_never_folded_off_a_terminal(monkeypatch):
+    """run's and sweep's progress (stderr) into a pipe or log: a line naming a long path stays one line whatever
+    COLUMNS says (a Ray sweep's "started on … node id …" line was folded at 200 columns under a long tmp path, and the
+    test that reads it found no node)."""
+    from infermatrix.cli.common import err_console
+
+    monkeypatch.setenv("COLUMNS", "80")
+    buf = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", buf)
+    line = "  [   1.8 s] run 92bba320 (/tmp/" + "x" * 250 + "/c0.toml) started on 192.0.2.2 (vm) · node id e1837b63"
+    err_console().print(line, highlight=False, markup=False)
+    assert buf.getvalue() == line + "\n"
