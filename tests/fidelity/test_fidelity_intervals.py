@@ -11,7 +11,7 @@ from bars import INTERVAL_CELLS, INTERVAL_COVERED_MIN
 from imxtest import SimServer, run_cli
 from profiles import write_profile
 
-pytestmark = pytest.mark.slow  # starts a sim server and runs the CLI
+pytestmark = [pytest.mark.slow, pytest.mark.solo]  # starts a sim server and runs the CLI; solo: all 20 cells must be valid, and a neighbour test can bind one (tests/solo.py)
 
 STEP_MS = 10.0  # profile input: every step 10 ms on average, whatever the batch (step_per_seq_ms = 0)
 
