@@ -29,16 +29,23 @@ def _start(d, solo, log, name):
     return t, entered, release
 
 
+def _free(path) -> bool:
+    """Nobody holds ``path``'s lock (a non-blocking try succeeds)."""
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return True
+
+
 def _wait_until_held(path) -> bool:
-    """True once someone holds ``path``'s lock (a non-blocking try fails), polled: the waiter gives no event."""
+    """True once someone holds ``path``'s lock, polled: the waiter gives no event."""
     end = time.monotonic() + WAIT
     while time.monotonic() < end:
-        with open(path, "a+") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(f, fcntl.LOCK_UN)
+        if not _free(path):
+            return True
         time.sleep(0.01)
     return False
 
@@ -81,16 +88,6 @@ class _Item:
 
     def iter_markers(self, name: str):
         return [pytest.mark.holds(n).mark for n in self.names] if name == "holds" else []
-
-
-def _free(path) -> bool:
-    with open(path, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        fcntl.flock(f, fcntl.LOCK_UN)
-        return True
 
 
 def test_a_holds_lock_lasts_from_the_modules_first_test_to_its_last(tmp_path):
