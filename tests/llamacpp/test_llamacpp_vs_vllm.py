@@ -12,13 +12,12 @@ from pathlib import Path
 import duckdb
 import pytest
 from imxtest import engine_missing
-from llamacpp_helpers import ROOT, TINY_CONFIG, cli, launch_args, processes_using
+from llamacpp_helpers import TINY_CONFIG, cli, launch_args, processes_using
+from vllm_run_once import SHORT, shared_vllm_run
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-VLLM_CONFIG = ROOT / "configs" / "vllm-cpu-tiny.toml"
 VLLM_VAR = "INFERMATRIX_VLLM_PYTHON"
-MODEL_VAR = "INFERMATRIX_TINY_MODEL"
 
 
 @pytest.fixture(scope="module")
@@ -33,25 +32,15 @@ def vllm_python() -> str:
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tiny_gguf, tmp_path_factory) -> Path:
-    """The model directory the GGUF was written from (scripts/setup-engine.sh keeps them together),
-    copied under a name of this module's own, so "no process left" looks for this test's servers only."""
-    path = Path(os.environ.get(MODEL_VAR) or "~/.cache/infermatrix/tiny-qwen2").expanduser()
-    if not (path / "tokenizer.json").is_file():
-        engine_missing("vllm-cpu", f"tiny model not found at {path}: set {MODEL_VAR} (scripts/setup-engine.sh prints it)")
-    return Path(shutil.copytree(path, tmp_path_factory.mktemp("tiny-qwen2-") / "model"))
-
-
-@pytest.fixture(scope="module")
-def both(vllm_python, tiny_model, llama_server, tiny_gguf, tmp_path_factory):
+def both(vllm_python, llama_server, tiny_gguf, request, tmp_path_factory):
+    # vLLM's run is the suite's one (tests/vllm_run_once.py: made by whichever of this module and the vLLM end-to-end
+    # tests comes first, from the tiny model the GGUF was written from); llama.cpp's run lands in a copy of its database.
+    v = shared_vllm_run(request.config, tmp_path_factory, vllm_python)
+    assert v["returncode"] == 0, f"vLLM run failed:\n{v['stderr'][-3000:]}"
     db = tmp_path_factory.mktemp("engines") / "both.duckdb"
-    # check_client off for both: on a shared 2-core machine the client's event loop always lags past
-    # its 5 ms limit, every cell would be client_bound and compare would have no cell valid in both.
-    short = ("--set", "matrix.duration_s=2", "--set", "matrix.check_client=false")
-    v = cli("run", str(VLLM_CONFIG), "--db", str(db), "--set", f"engine.python={vllm_python}",
-            "--set", f"engine.model_source={tiny_model}", *short, timeout=900)  # fmt: skip
-    assert v.returncode == 0, f"vLLM run failed:\n{v.stderr[-3000:]}"
-    lc = cli("run", str(TINY_CONFIG), "--db", str(db), *launch_args(llama_server, tiny_gguf, *short), timeout=540)
+    shutil.copyfile(v["db"], db)
+    tiny_model = v["model_dir"]
+    lc = cli("run", str(TINY_CONFIG), "--db", str(db), *launch_args(llama_server, tiny_gguf, *SHORT), timeout=540)
     assert lc.returncode == 0, f"llama.cpp run failed:\n{lc.stderr[-3000:]}"
     assert processes_using(str(tiny_gguf)) == [] and processes_using(str(tiny_model)) == []
     with duckdb.connect(str(db), read_only=True) as con:

@@ -8,14 +8,13 @@ showing the end of its set-up log (tests/imxtest.py, engine_missing).
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from imxtest import engine_missing
-from vllm_helpers import ENV_VAR, KEY_VAR, ROOT, TINY_CONFIG, VllmRun, cli, launch_args, processes_using
+from vllm_helpers import ENV_VAR, ROOT, VllmRun
+from vllm_run_once import shared_vllm_run
 
 
 @pytest.fixture(scope="session")
@@ -40,13 +39,10 @@ def tiny_model(vllm_python, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def vllm_run(vllm_python, tiny_model, tmp_path_factory) -> VllmRun:
-    """``infermatrix run configs/vllm-cpu-tiny.toml``: launch, prefill, matrix, store, shutdown — once."""
-    db = tmp_path_factory.mktemp("vllm-run") / "results.duckdb"
-    key = "imx-" + secrets.token_hex(12)
-    overrides = launch_args(vllm_python, tiny_model, "--set", "matrix.duration_s=2")
-    t0 = time.monotonic()
-    proc = cli("run", str(TINY_CONFIG), "--db", str(db), *overrides, env={KEY_VAR: key}, timeout=900)
-    seconds = time.monotonic() - t0
-    left = processes_using(str(tiny_model))
-    return VllmRun(proc=proc, db=db, key=key, model_dir=tiny_model, seconds=seconds, left_running=left, overrides=overrides)
+def vllm_run(vllm_python, request, tmp_path_factory) -> VllmRun:
+    """``infermatrix run configs/vllm-cpu-tiny.toml``: launch, prefill, matrix, store, shutdown — once for the
+    whole suite (tests/vllm_run_once.py: llama.cpp beside vLLM reads the same run, whichever worker asks first)."""
+    r = shared_vllm_run(request.config, tmp_path_factory, vllm_python)
+    proc = subprocess.CompletedProcess(["infermatrix", "run"], r["returncode"], r["stdout"], r["stderr"])
+    return VllmRun(proc=proc, db=r["db"], key=r["key"], model_dir=r["model_dir"], seconds=r["seconds"],
+                   left_running=r["left_running"], overrides=r["overrides"])  # fmt: skip

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imxtest import engine_cli, processes_mentioning
+from vllm_run_once import KEY_VAR, TINY_CONFIG, launch_args  # noqa: F401 (the vLLM tests import them from here)
 
 ROOT = Path(__file__).parents[2]
 ENV_VAR = "INFERMATRIX_VLLM_PYTHON"
-KEY_VAR = "IMX_VLLM_TEST_KEY"
-TINY_CONFIG = ROOT / "configs" / "vllm-cpu-tiny.toml"
 
 
 # The real command line (a timeout for an engine's launch) and the process check, shared with every test folder.
@@ -32,8 +31,3 @@ class VllmRun:
     @property
     def run_dirs(self) -> list[Path]:
         return sorted(self.db.with_name(self.db.stem + ".runs").glob("*"))
-
-
-def launch_args(vllm_python: str, model_dir: Path, *extra: str) -> list[str]:
-    return ["--set", f"engine.python={vllm_python}", "--set", f"engine.model_source={model_dir}",
-            "--set", f"engine.api_key_env={KEY_VAR}", *extra]  # fmt: skip
