@@ -54,7 +54,8 @@ class RunProgress:
 
     def __enter__(self) -> RunProgress:
         if self._show:
-            self._live = Live(console=self.console, auto_refresh=False, transient=True)
+            # stdout is left alone: where the user sent it (a file, a pipe) is where it stays while the view runs
+            self._live = Live(console=self.console, auto_refresh=False, transient=True, redirect_stdout=False)
             self._live.start()
             self.redraw()
             self._schedule()
@@ -118,15 +119,21 @@ class RunProgress:
     # -- drawing -------------------------------------------------------------------------------------------
 
     def redraw(self) -> None:
-        """Draw the frame if its text changed since the last one (nothing off a terminal)."""
+        """Draw the frame if its text changed since the last one (nothing off a terminal). A fault in drawing never
+        stops the run: it is said in one line, and the per-cell lines go on without the view."""
         if self._live is None:
             return
-        frame = self.board.frame(time.monotonic(), self.live_tps())
-        if frame == self._last:
-            return
-        self._last = frame
-        self.redraws += 1
-        self._live.update(render(frame), refresh=True)
+        try:
+            frame = self.board.frame(time.monotonic(), self.live_tps())
+            if frame == self._last:
+                return
+            self._last = frame
+            self.redraws += 1
+            self._live.update(render(frame), refresh=True)
+        except Exception as exc:
+            self._live.stop()
+            self._live = None
+            self.console.print(f"  live view stopped ({type(exc).__name__}: {exc}); the per-cell lines go on", highlight=False)
 
     def _schedule(self) -> None:
         try:
@@ -136,16 +143,9 @@ class RunProgress:
         self._timer = loop.call_later(1.0 / REDRAW_HZ, self._tick)
 
     def _tick(self) -> None:
-        if self._live is None:
-            return
-        try:
-            self.redraw()
-        except Exception as exc:  # a drawing fault must not stop the run: say it once, go on with the lines
-            self._live.stop()
-            self._live = None
-            self.console.print(f"  live view stopped ({type(exc).__name__}: {exc}); the per-cell lines go on", highlight=False)
-            return
-        self._schedule()
+        self.redraw()
+        if self._live is not None:
+            self._schedule()
 
     @staticmethod
     def cell_label(context: int, n: int | None = None) -> str:
