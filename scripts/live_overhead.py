@@ -8,7 +8,7 @@ It starts one sim server and runs ``infermatrix run --engine sim --base-url …`
 
 * the client process's CPU seconds for the whole run (its rusage: the engine is the separate sim, so this is the
   client alone), and per second of the run;
-* over the measured windows, the cells' own client readings (flags.client: the process's mean CPU % and the event
+* over the measured windows, the cells' own client readings (flags.client.window: the process's mean CPU % and the event
   loop's lag p99, docs/metrics.md "Client verdict"), the median over cells and repetitions;
 * the bytes the run wrote to the terminal;
 
@@ -81,7 +81,7 @@ def run_in_pty(args: list[str], cols: int = 150, lines: int = 50, cwd: Path = RO
 def _client_readings(db: Path) -> list[dict]:
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.execute("SELECT flags FROM cells WHERE status <> 'over_capacity'").fetchall()
-    return [(json.loads(f) if isinstance(f, str) else f).get("client") or {} for (f,) in rows]
+    return [((json.loads(f) if isinstance(f, str) else f).get("client") or {}).get("window") or {} for (f,) in rows]
 
 
 def redraw_cost_ms(n: int = 300) -> float:
@@ -128,7 +128,7 @@ def main() -> None:
             for mode in (("no-live", "live") if rep % 2 == 0 else ("live", "no-live")):
                 db = tmp / f"{mode}-{rep}.duckdb"
                 args = ["run", "--engine", "sim", "--base-url", sim.base_url, "--contexts", a.contexts, "--concurrency", a.concurrency,
-                        "--prefill-contexts", "", "--duration", a.duration, "--max-output", "128", "--db", str(db)]  # fmt: skip
+                        "--duration", a.duration, "--max-output", "128", "--db", str(db)]  # fmt: skip
                 t0 = time.monotonic()
                 rc, raw, cpu = run_in_pty(args + (["--no-live"] if mode == "no-live" else []))
                 wall = time.monotonic() - t0
@@ -148,6 +148,9 @@ def main() -> None:
     print(f"\n{'':22}{'no-live':>12}{'live':>12}{'live ÷ no-live':>16}")
     for key, what in (("cpu_s", "client CPU s / run"), ("cpu_per_s", "client CPU s / s"), ("cpu_pct", "window CPU % (cells)"),
                       ("lag_p99_ms", "window lag p99 ms"), ("bytes", "bytes to terminal")):  # fmt: skip
+        if key not in stats["no-live"] or key not in stats["live"]:
+            print(f"{what:22}{'not read':>12}")
+            continue
         off, on = statistics.median(stats["no-live"][key]), statistics.median(stats["live"][key])
         print(f"{what:22}{off:12,.3f}{on:12,.3f}{on / off if off else float('nan'):16.3f}")
     cost = redraw_cost_ms()
