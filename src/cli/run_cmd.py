@@ -44,9 +44,11 @@ _NEW_RUN_FLAGS = (*ATTACH_FLAGS, "--contexts", "--prefill-contexts", "--concurre
 @load_options
 @slo_options
 @trace_options
+@click.option("--no-live", "--quiet", "no_live", is_flag=True,
+              help="no live matrix on the terminal: one line per finished cell only (as off a terminal)")
 def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_url, model, contexts, prefill_contexts,
         concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection, repeat, rate, arrival, load_duration,
-        max_in_flight, slo_texts, gpu_hour_price, trace_path=None, time_scale=None, trace_requests=None) -> None:
+        max_in_flight, slo_texts, gpu_hour_price, trace_path=None, time_scale=None, trace_requests=None, no_live=False) -> None:
     """Run a benchmark matrix from CONFIG_FILE (TOML), or against --base-url."""
     pm = get_plugin_manager()
     try:
@@ -62,7 +64,7 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
                 Console(stderr=True).print(f"note: --resume {resume_id} uses the run's stored config; {config_file} is not read", highlight=False)
             if trace_path or time_scale or trace_requests:
                 raise ConfigError("--trace: not with --resume (the run's stored config is used)")
-            _resume(pm, resume_id, db, overrides, retry_errors, slos)
+            _resume(pm, resume_id, db, overrides, retry_errors, slos, not no_live)
             return
         data, source = attach_config(config_file, engine_kind=engine_kind, base_url=base_url, model=model, duration=duration,
                                      max_output=max_output, api=api, api_key_env=api_key_env, api_key_file=api_key_file)  # fmt: skip
@@ -92,7 +94,7 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
         fail(str(exc))
     # Opening the store checks its directory (missing, read-only) and its lock, before anything is launched.
     store = open_store(db or cfg.store.db or DEFAULT_DB)
-    _execute(pm, cfg, store, None, False, slos)
+    _execute(pm, cfg, store, None, False, slos, not no_live)
 
 
 @click.command(cls=OneLineErrors)
@@ -100,12 +102,13 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
 @click.option("--db", default=DEFAULT_DB, show_default=True, help="the database that holds the run")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="override a stored config field, e.g. engine.ready_timeout_s=900")
 @click.option("--retry-errors", is_flag=True, help="run the cells that ended in error again too")
-def resume(run_id, db, overrides, retry_errors) -> None:
+@click.option("--no-live", "--quiet", "no_live", is_flag=True, help="no live matrix on the terminal: one line per finished cell only")
+def resume(run_id, db, overrides, retry_errors, no_live) -> None:
     """Run the missing cells of a stored run (interrupted, failed, or cut short), with its stored config."""
-    _resume(get_plugin_manager(), run_id, db, overrides, retry_errors)
+    _resume(get_plugin_manager(), run_id, db, overrides, retry_errors, live=not no_live)
 
 
-def _resume(pm, resume_id: str, db: str | None, overrides, retry_errors: bool, slos=([], None)) -> None:
+def _resume(pm, resume_id: str, db: str | None, overrides, retry_errors: bool, slos=([], None), live: bool = True) -> None:
     from infermatrix.core.store import StoreError
 
     from pathlib import Path
@@ -125,7 +128,7 @@ def _resume(pm, resume_id: str, db: str | None, overrides, retry_errors: bool, s
     except (ConfigError, StoreError) as exc:
         store.close()
         fail(str(exc))
-    _execute(pm, cfg, store, run_id, retry_errors, slos)
+    _execute(pm, cfg, store, run_id, retry_errors, slos, live)
 
 
 def _internal_error(exc: Exception, cfg) -> str:
@@ -154,7 +157,7 @@ def _save_slos(store, rid: str, cfg, slos, err: Console) -> None:
     attach_slos_after_run(store, [rid], config_slos(cfg, specs), price, err)
 
 
-def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool, slos=([], None)) -> None:
+def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool, slos=([], None), live: bool = True) -> None:
     import anyio
 
     from infermatrix.core.run.runner import execute_run
@@ -164,7 +167,7 @@ def _execute(pm, cfg, store, run_id: str | None, retry_errors: bool, slos=([], N
     signal.signal(signal.SIGTERM, _raise_interrupt)
     err = err_console()
     try:
-        outcome = anyio.run(lambda: execute_run(pm, cfg, store, err, run_id=run_id, retry_errors=retry_errors))
+        outcome = anyio.run(lambda: execute_run(pm, cfg, store, err, run_id=run_id, retry_errors=retry_errors, live=live))
     except ConfigError as exc:  # found before the run existed (an unreachable URL ...): a database made for it goes again
         store.close_unused()
         fail(str(exc))

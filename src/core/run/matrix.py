@@ -12,6 +12,7 @@ import contextlib
 import functools
 import statistics
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -35,6 +36,7 @@ from infermatrix.core.measure.warmth import WarmCache
 from infermatrix.core.run.accounting import account, apply_validity, cell_detail, partial_cell, redact_result, rejected_everything
 from infermatrix.core.run.planning import known_max_model_len, over_capacity_cells, over_capacity_reason, resolve_capacity
 from infermatrix.core.run.prefill import probe_prefill, round_trip_ms
+from infermatrix.core.run.live import GridPlan, RunnerReadings, stored_marks
 from infermatrix.core.run.progress import RunProgress
 from infermatrix.core.run.steps import start_up
 from infermatrix.core.store import Store
@@ -77,6 +79,8 @@ class MatrixRun:
     rtts: list[float] = field(default_factory=list)  # round trips of an empty request: the client's share of every TTFT
     notes: set[str] = field(default_factory=set)  # refusals already said once
     plan: list[str] = field(default_factory=list)  # the header's lines for what the run does (points.plan_lines), said at start
+    live_view: bool = True  # the live matrix on a terminal (run --no-live: the per-cell lines only)
+    gpu_now: list[Any] = field(default_factory=list)  # the current cell's GPU samples, for the live view's watts
 
     def __post_init__(self) -> None:
         self.steps = EngineSteps(self.engine, self.client, self.transport, self.console, Phase(clock=self.clock),
@@ -103,6 +107,7 @@ class MatrixRun:
         todo_prefill, todo_cells = todo
         await self.start(list(dict.fromkeys((ctx, n) for ctx, n, _ in todo_cells)))
         with self.live(len(todo_prefill) + len(todo_cells)) as progress:
+            progress.plan(self.grid_plan(todo_prefill, todo_cells))
             for ctx in todo_prefill:
                 await self.prefill_probe(progress, ctx)
             await self.client_overhead()
@@ -113,9 +118,19 @@ class MatrixRun:
     def live(self, total: int) -> Iterator[RunProgress]:
         """A step's live display over ``total`` units (the matrix's, the load points', the search's), with the
         run's phase forwarded to it: the load package gets its display from here, so it never imports run."""
-        with RunProgress(self.console, total) as progress, self.phase.forwarding(progress.on_phase):
+        with RunProgress(self.console, total, self.live_view) as progress, self.phase.forwarding(progress.on_phase):
             self.runner.on_tokens = progress.on_tokens
+            progress.add_source(RunnerReadings(self.runner, lambda: self.gpu_now))
             yield progress
+
+    def grid_plan(self, todo_prefill: list[int], todo_cells: list[CellStep]) -> GridPlan:
+        """The live view's matrix: the config's contexts × concurrencies, what is still to run (a cell over the
+        engine's capacity takes no time), the cells a resumed run has stored already."""
+        m = self.cfg.matrix
+        over = sum(1 for c, n, _ in todo_cells if over_capacity_reason(c, n, m.max_output, self.capacity, self.max_model_len, m.prompt_mode))
+        pending = Counter({"prefill": len(todo_prefill), "decode": len(todo_cells) - over, "over": over})
+        return GridPlan(list(m.contexts), list(m.concurrency), list(m.prefill_contexts), pending,
+                        {"decode": m.duration_s, "prefill": 0.0}, stored_marks(self.store, self.run_id))  # fmt: skip
 
     # -- start-up -------------------------------------------------------------------------------------
 
@@ -205,7 +220,7 @@ class MatrixRun:
     async def prefill_probe(self, progress: RunProgress, ctx: int) -> None:
         """One prefill probe at ``ctx``, one step: saved (an engine lost in it: ``error``, then brought back)."""
         label = progress.cell_label(ctx)
-        progress.cell(label)
+        progress.cell(label, (ctx, None))
         reset = self.reset_prefix_cache if self.engine.traits.prefix_cache_reset is not None else None
         probe = functools.partial(probe_prefill, self.runner, self.workload, ctx, self.max_model_len, self.run_id, self.rtts, self.phase, reset)
 
@@ -219,7 +234,7 @@ class MatrixRun:
             self.phase("save")
             self.store.save_prefill(self.run_id, result)
             detail = f"{result.prompt_tps:,.0f} prompt tok/s, TTFT {result.ttft_ms:,.0f} ms" if result.status == "valid" else (result.reason or "")
-            progress.finished(label, result.status, detail)
+            progress.finished(label, result.status, detail, (ctx, None), result.prompt_tps)
             if not end.down:  # an engine brought back is not one that rejects everything
                 self.judge(result)
 
@@ -258,11 +273,11 @@ class MatrixRun:
         with its own wall-time split. An over-capacity cell is saved once, as a whole (its later repeats are said only)."""
         m = self.cfg.matrix
         label = progress.cell_label(ctx, n) + (f" #{repeat}" if repeat is not None else "")
-        progress.cell(label)
+        progress.cell(label, (ctx, n))
         before = self.clock.totals()  # the cell's own phases_s: from here to its save
         too_big = over_capacity_reason(ctx, n, m.max_output, self.capacity, self.max_model_len, m.prompt_mode)
         if too_big and (repeat or 1) > 1:
-            progress.finished(label, "over_capacity", too_big)
+            progress.finished(label, "over_capacity", too_big, (ctx, n))
         elif too_big:
             result = CellResult(context_tokens=ctx, concurrency=n, status="over_capacity", reason=too_big)
             self._save_cell(progress, label, result, before, [])
@@ -285,6 +300,7 @@ class MatrixRun:
         async def measure() -> CellResult:
             nonlocal gpu_samples
             async with self.gpu.sampling() as gpu_samples:  # nothing to sample where there is no nvidia-smi
+                self.gpu_now = gpu_samples
                 phase("prompts")
                 cell_prompts = [await self.prompt_for(ctx, 0 if m.prompt_mode == "shared" else i) for i in range(n)]
                 result = await runner.measure(ctx, cell_prompts)
@@ -332,7 +348,7 @@ class MatrixRun:
             self.sources.add(result.token_source)
             store.update_run(run_id, token_source=self.sources.pop() if len(self.sources) == 1 else "mixed")
             self.sources.add(result.token_source)
-        progress.finished(label, result.status, cell_detail(result))
+        progress.finished(label, result.status, cell_detail(result), (result.context_tokens, result.concurrency), result.total_tps)
         if self.runner.gauges.state != self.gauges_state:  # a metrics page that did not answer at first, known now
             self.gauges_state = record_gauges(store, run_id, self.runner, self.engine.traits, self.runner.gauges.state, None)
 

@@ -56,13 +56,13 @@ class _Signals:
 
 async def execute_run(
     pm: pluggy.PluginManager, cfg: RunConfig, store: Store, console: Console, *,
-    run_id: str | None = None, retry_errors: bool = False, new_run_id_as: str | None = None,
+    run_id: str | None = None, retry_errors: bool = False, new_run_id_as: str | None = None, live: bool = True,
 ) -> RunOutcome:
     """Run the whole matrix; every finished cell is committed before the next starts.
 
     ``run_id`` resumes a stored run: only its missing cells run (and its ``error`` cells too with
     ``retry_errors``). ``new_run_id_as``: a new run's id, chosen by its caller (a sweep's runs are named before
-    they start). Raises :class:`ConfigError` for user mistakes found before the run exists.
+    they start); ``live``: the live matrix on a terminal (False: run --no-live). Raises :class:`ConfigError` for user mistakes found before the run exists.
     """
     m = cfg.matrix
     sig = _Signals()
@@ -107,7 +107,7 @@ async def execute_run(
                     return _ended(outcome, store, cfg, False)
                 created = True
                 outcome.status = "failed"
-                matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells, plan=plan_lines(cfg))
+                matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells, plan=plan_lines(cfg), live_view=live)
                 await matrix_run.run(todo)
                 await _after_matrix(matrix_run, store, run_id, cfg, retry_errors)
             _ended(outcome, store, cfg, work.cancelled_caught)
