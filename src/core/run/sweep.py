@@ -66,7 +66,7 @@ def name_runs(store: Store, entries: list[tuple[str, RunConfig]] | list[tuple[st
         while rid in taken or store.get_run(rid) is not None:
             rid = new_run_id()
         taken.add(rid)
-        out.append(SweepEntry(item[0], item[1], rid, setting=dict(item[2]) if len(item) > 2 else {}))  # type: ignore[misc]
+        out.append(SweepEntry(item[0], item[1], rid, setting=dict(item[2]) if len(item) > 2 else {}))
     return out
 
 
@@ -99,7 +99,7 @@ def run_local_sweep(pm: pluggy.PluginManager, entries: list[SweepEntry], store: 
     engine shut down), finished runs are kept, and the rest are left ``not started``."""
     from infermatrix.core.run.runner import execute_run
 
-    started, done_s = time.monotonic(), []
+    started, done_s = time.monotonic(), list[float]()
     todo = [e for e in entries if e.status == NOT_STARTED]  # resume: the completed ones are not run again
     for n, entry in enumerate(todo, 1):
         console.print(progress_line(n, len(todo), entry, started, done_s), highlight=False, soft_wrap=True)
@@ -186,7 +186,7 @@ def summary_table(store: Store, entries: list[SweepEntry], show_node: bool) -> T
             _, why = store.query("SELECT reason FROM sweep_runs WHERE sweep_id = ? AND run_id = ?", [e.sweep_id, e.run_id])
             note = (why[0][0] or note)[:300] if why else note
         if e.in_db and e.status != "completed":
-            note = (note + " · " if note else "") + f"resume: infermatrix resume {e.sweep_id or e.run_id} --db {store.path}"
+            note = (note + " · " if note else "") + f"resume: infermatrix resume {e.run_id} --db {store.path}"
         style = {"completed": "green", "stopped": "yellow", "interrupted": "yellow", NOT_STARTED: "dim"}.get(e.status, "red")
         table.add_row(e.label if grid else shown_path(e.source), e.run_id if e.in_db else f"({e.run_id})", f"[{style}]{e.status}[/]", cells,
                       *([e.node or "—"] if show_node else []), note)  # fmt: skip
