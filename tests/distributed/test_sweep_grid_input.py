@@ -91,3 +91,11 @@ def test_bad_input_is_one_line_exit_2_before_anything_starts(tmp_path, args, mes
     assert message in result.output and "Traceback" not in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert not db.exists()  # nothing opened, nothing run
+
+
+def test_run_refuses_a_config_with_a_sweep_table(tmp_path):
+    cfg = sim_config(tmp_path / "a.toml", "a", [1])
+    cfg.write_text(cfg.read_text() + '[sweep]\ngrid = { "engine.args.max_num_seqs" = [4, 8] }\n')
+    _add_builtin_commands()
+    result = CliRunner().invoke(cli, ["run", str(cfg), "--db", str(tmp_path / "r.duckdb")])
+    assert result.exit_code == 2 and "[sweep] makes a grid of runs: run it with `infermatrix sweep" in result.output, result.output

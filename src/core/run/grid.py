@@ -1,7 +1,7 @@
 """Settings grids of a sweep (docs/tuning.md): ``--grid KEY=V1,V2,…`` and a config's ``[sweep]`` table, expanded into
 the combinations a sweep runs, one run (one engine launch) each.
 
-Pure: no file, no engine. A key is any key ``--set`` takes (``engine.args.max_num_seqs``, ``engine.env.VLLM_X``,
+Pure: no file, no engine. A key is any key ``--set`` takes (``engine.args.max_num_seqs``, ``engine.env.SOME_VAR``,
 ``hardware.gpus``); values are read as ``--set`` reads one (TOML: numbers, booleans, strings, inline tables).
 Cartesian by default; keys that are *zipped* are paired element by element (their lists must be of one length) and
 that pairing is one axis of the product.
