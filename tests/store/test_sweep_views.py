@@ -170,3 +170,14 @@ def test_a_v10_store_gains_the_sweep_tables_and_views_on_a_read_only_open(tmp_pa
         assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
         assert s.query("SELECT count(*) FROM best_setting")[1] == [(0,)]
         assert s.query("SELECT count(*) FROM run_settings")[1] == [(0,)]
+
+
+def test_a_report_says_where_the_gpu_count_is_missing_and_how_to_give_it(store):
+    from infermatrix.core.report import render_markdown
+
+    unknown, known = _run(store, 1.0, 0.01, gpus=None), _run(store, 1.0, 0.01)
+    for rid in (unknown, known):
+        save_slos(store, rid, [parse_slo(LOOSE)])
+    page = render_markdown(store, unknown)
+    assert "GPU count unknown: give it with --set hardware.gpus=N" in page
+    assert "GPU count unknown" not in render_markdown(store, known)
