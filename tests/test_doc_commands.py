@@ -148,7 +148,7 @@ def test_sim_md_toml_blocks():
             prof = load_profile(data)
             assert prof.capacity_gauges and prof.metric_names  # the block shows those keys
             found["profile"] += 1
-    assert found == {"engine": 1, "profile": 1}
+    assert found == {"engine": 2, "profile": 1}  # the config block and "Engine args"
 
 
 @pytest.mark.slow

@@ -104,7 +104,8 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
 @click.option("--retry-errors", is_flag=True, help="run the cells that ended in error again too")
 @click.option("--no-live", "--quiet", "no_live", is_flag=True, help="no live matrix on the terminal: one line per finished cell only")
 def resume(run_id, db, overrides, retry_errors, no_live) -> None:
-    """Run the missing cells of a stored run (interrupted, failed, or cut short), with its stored config."""
+    """Run the missing cells of a stored run (interrupted, failed, or cut short), with its stored config; or, given a
+    sweep id, the sweep's runs that are missing, failed or interrupted (the completed ones are kept)."""
     _resume(get_plugin_manager(), run_id, db, overrides, retry_errors, live=not no_live)
 
 
@@ -117,6 +118,17 @@ def _resume(pm, resume_id: str, db: str | None, overrides, retry_errors: bool, s
     if not Path(path).expanduser().exists():  # resuming never creates a database
         fail(f"no database at {path} (give the --db the run was written to)")
     store = open_store(path)
+    try:
+        from infermatrix.core.store.sweep_store import resolve_sweep
+
+        found = resolve_sweep(store, resume_id)
+    except StoreError as exc:
+        store.close()
+        fail(str(exc))
+    if found is not None:  # a sweep: what of it is missing or failed (docs/tuning.md)
+        from infermatrix.cli.sweep_cmd import resume_sweep
+
+        return resume_sweep(pm, store, found, list(overrides), retry_errors)
     try:
         run_id = store.resolve_run(resume_id)
         run = store.get_run(run_id) or {}

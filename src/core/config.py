@@ -37,6 +37,8 @@ __all__ = [
     "ConfigError",
     "load_config",
     "apply_overrides",
+    "set_path",
+    "parse_value",
 ]
 
 
@@ -343,7 +345,7 @@ def load_config(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
 
 
-def _parse_value(raw: str) -> Any:
+def parse_value(raw: str) -> Any:
     """``--set`` values: TOML syntax when it parses (numbers, booleans, lists), else a plain string."""
     try:
         return tomllib.loads(f"v = {raw}")["v"]
@@ -354,18 +356,24 @@ def _parse_value(raw: str) -> Any:
             return raw
 
 
+def set_path(data: dict[str, Any], key: str, value: Any, label: str) -> None:
+    """``data[a][b][c] = value`` for ``key`` ``a.b.c``, tables made on the way (``--set`` and ``sweep --grid``);
+    ``label`` names the flag in the error."""
+    parts = key.strip().split(".")
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{label}: {part} is not a table")
+        node = child
+    node[parts[-1]] = value
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``key.path=value`` overrides in place and return ``data``."""
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. matrix.duration_s=5")
-        parts = key.strip().split(".")
-        node = data
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"--set {item!r}: {part} is not a table")
-            node = child
-        node[parts[-1]] = _parse_value(raw.strip())
+        set_path(data, key, parse_value(raw.strip()), f"--set {item!r}")
     return data

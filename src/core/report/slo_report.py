@@ -199,6 +199,20 @@ def _search_tables(r: SloReport, many_runs: bool) -> list[SloTable]:
     return [answer, probes]
 
 
+GPUS_UNKNOWN = "GPU count unknown: give it with --set hardware.gpus=N (or hardware.gpus in the config)"
+
+
+def _gpus_unknown_table(r: SloReport) -> SloTable | None:
+    """Where a run's GPU count is unknown its tok/s per GPU, frontier and cost cannot be shown: say so, and how to give
+    it, where they would be (issue 29: they were a bare "—" and a missing chart)."""
+    runs = list(dict.fromkeys(f["run_id"] for f in r.frontier if f["tps_per_gpu"] is None))
+    if not runs:
+        return None
+    return SloTable("GPU count unknown", "tok/s per GPU, the throughput–interactivity frontier and the cost per token need "
+                    "the run's GPU count, which neither its engine nor its config gave",
+                    ["Run", "GPUs"], [[rid, GPUS_UNKNOWN] for rid in runs], "ll")  # fmt: skip
+
+
 def slo_tables(r: SloReport, many_runs: bool = False) -> list[SloTable]:
     """The section's tables: one per SLO, the capacity, the frontier, the engine statistics, the SLO search (when any)."""
     out = [_slo_table(r, s, many_runs) for s in r.slos]
@@ -206,6 +220,9 @@ def slo_tables(r: SloReport, many_runs: bool = False) -> list[SloTable]:
         out.append(_capacity_table(r, many_runs))
     if any(f["on_frontier"] for f in r.frontier):
         out.append(_frontier_table(r, many_runs))
+    unknown = _gpus_unknown_table(r)
+    if unknown is not None:
+        out.append(unknown)
     engine = _engine_table(r, many_runs)
     if engine is not None:
         out.append(engine)

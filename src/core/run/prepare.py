@@ -31,6 +31,8 @@ def preflight(cfg: RunConfig) -> None:
 
 def prepare_config(pm: pluggy.PluginManager, data: dict[str, Any], source: str, overrides: list[str]) -> RunConfig:
     """``data`` (a config's TOML tables) with the ``KEY=VALUE`` overrides (``--set``) applied, validated and checked."""
+    if "sweep" in data:  # a grid of runs is not one run (docs/tuning.md)
+        raise ConfigError(f"{source}: [sweep] makes a grid of runs: run it with `infermatrix sweep {source}`")
     cfg = validate_config(pm, apply_overrides(data, list(overrides)), source)
     preflight(cfg)
     return cfg

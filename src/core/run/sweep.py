@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import platform
 import signal
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.store import Store, StoreError
 from infermatrix.core.store.runs import new_run_id
 
-__all__ = ["SweepEntry", "name_runs", "run_local_sweep", "record_lost_run", "save_config_slo", "shown_path", "summary_table", "sweep_exit_code"]
+__all__ = ["SweepEntry", "name_runs", "record_sweep", "progress_line", "run_local_sweep", "record_lost_run", "save_config_slo", "shown_path", "summary_table", "sweep_exit_code"]
 
 # Sweep-level statuses beyond a run's own (completed | interrupted | failed):
 LOST = "lost"  # its Ray node (or worker process) died while it ran; recorded for resume
@@ -43,19 +44,49 @@ class SweepEntry:
     error: str | None = None
     node: str | None = None  # where it ran (Ray: the node's address)
     in_db: bool = False  # the run is in the caller's database
+    setting: dict[str, str] = field(default_factory=dict)  # the grid's key -> value of this run (docs/tuning.md)
+    resume: bool = False  # `resume SWEEP_ID`: the run exists; only what it is missing runs
+    retry_errors: bool = False  # ...its error cells too
+    sweep_id: str | None = None  # the stored sweep it belongs to (sweeps.sql)
+
+    @property
+    def label(self) -> str:
+        """The setting as a person reads it, or the config file for a sweep without a grid."""
+        from infermatrix.core.run.grid import setting_text
+
+        return setting_text(self.setting) if self.setting else shown_path(self.source)
 
 
-def name_runs(store: Store, entries: list[tuple[str, RunConfig]]) -> list[SweepEntry]:
-    """A fresh run id for each config: unused in ``store`` and unique in the sweep."""
+def name_runs(store: Store, entries: list[tuple[str, RunConfig]] | list[tuple[str, RunConfig, dict[str, str]]]) -> list[SweepEntry]:
+    """A fresh run id for each config (and its setting, when a grid made it): unused in ``store`` and unique in the sweep."""
     taken: set[str] = set()
     out = []
-    for source, cfg in entries:
+    for item in entries:
         rid = new_run_id()
         while rid in taken or store.get_run(rid) is not None:
             rid = new_run_id()
         taken.add(rid)
-        out.append(SweepEntry(source, cfg, rid))
+        out.append(SweepEntry(item[0], item[1], rid, setting=dict(item[2]) if len(item) > 2 else {}))
     return out
+
+
+def record_sweep(store: Store, entries: list[SweepEntry], sweep_id: str, name: str, spec: dict[str, Any]) -> None:
+    """The sweep and every combination in it, stored before the first engine starts (``resume SWEEP_ID`` reads it)."""
+    from infermatrix.core.store.sweep_store import SweepMember, save_sweep
+
+    members = [SweepMember(k, e.run_id, e.source, e.cfg.model_dump(mode="json"), e.setting) for k, e in enumerate(entries, 1)]
+    save_sweep(store, sweep_id, name, spec, members)
+
+
+def progress_line(n: int, total: int, entry: SweepEntry, started: float, done_s: list[float]) -> str:
+    """``sweep 2/4 · engine.args.max_num_seqs=16 → run 3fa2c1d0 · ETA 3 min`` (the ETA: the mean time of the
+    combinations run so far, times those left including this one; none before the first has finished)."""
+    eta = ""
+    if done_s:
+        left = sum(done_s) / len(done_s) * (total - n + 1)
+        eta = f" · ETA {left / 60:.0f} min" if left >= 90 else f" · ETA {left:.0f} s"
+    what = "resume run" if entry.resume else "run"
+    return f"[bold]sweep {n}/{total}[/] · {entry.label} → {what} {entry.run_id}{eta} · {time.monotonic() - started:.0f} s so far"
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -68,12 +99,16 @@ def run_local_sweep(pm: pluggy.PluginManager, entries: list[SweepEntry], store: 
     engine shut down), finished runs are kept, and the rest are left ``not started``."""
     from infermatrix.core.run.runner import execute_run
 
-    for n, entry in enumerate(entries, 1):
-        console.print(f"[bold]sweep {n}/{len(entries)}[/]: {entry.source} → run {entry.run_id}", highlight=False)
+    started, done_s = time.monotonic(), list[float]()
+    todo = [e for e in entries if e.status == NOT_STARTED]  # resume: the completed ones are not run again
+    for n, entry in enumerate(todo, 1):
+        console.print(progress_line(n, len(todo), entry, started, done_s), highlight=False, soft_wrap=True)
+        t0 = time.monotonic()
         # Between runs (and before the run's own watcher is up) SIGTERM is a Ctrl-C, as for `infermatrix run`.
         signal.signal(signal.SIGTERM, _raise_interrupt)
+        which = dict(run_id=entry.run_id, retry_errors=entry.retry_errors) if entry.resume else dict(new_run_id_as=entry.run_id)
         try:
-            outcome = anyio.run(functools.partial(execute_run, pm, entry.cfg, store, console, new_run_id_as=entry.run_id))
+            outcome = anyio.run(functools.partial(execute_run, pm, entry.cfg, store, console, **which))
         except KeyboardInterrupt:
             entry.status, entry.in_db = "interrupted", store.get_run(entry.run_id) is not None
             return
@@ -92,6 +127,7 @@ def run_local_sweep(pm: pluggy.PluginManager, entries: list[SweepEntry], store: 
         entry.in_db = store.get_run(entry.run_id) is not None
         if entry.in_db:
             save_config_slo(store, entry)
+        done_s.append(time.monotonic() - t0)
 
 
 def save_config_slo(store: Store, entry: SweepEntry) -> None:
@@ -140,15 +176,19 @@ def shown_path(source: str) -> str:
 def summary_table(store: Store, entries: list[SweepEntry], show_node: bool) -> Table:
     """One row per config: its run, status, stored cells by status (and node), and why it did not complete."""
     table = Table(title="sweep", title_justify="left")
-    for col in ("config", "run id", "status", "cells", *(["node"] if show_node else []), "note"):
+    grid = any(e.setting for e in entries)
+    for col in ("setting" if grid else "config", "run id", "status", "cells", *(["node"] if show_node else []), "note"):
         table.add_column(col, overflow="fold")
     for e in entries:
         cells = _cell_counts(store, e.run_id) if e.in_db else "—"
         note = (e.error or "").splitlines()[0][:160] if e.error else ""
+        if e.sweep_id and e.in_db and e.status == "failed":  # the engine's own last words beside the first line (sweep_runs)
+            _, why = store.query("SELECT reason FROM sweep_runs WHERE sweep_id = ? AND run_id = ?", [e.sweep_id, e.run_id])
+            note = (why[0][0] or note)[:300] if why else note
         if e.in_db and e.status != "completed":
             note = (note + " · " if note else "") + f"resume: infermatrix resume {e.run_id} --db {store.path}"
         style = {"completed": "green", "stopped": "yellow", "interrupted": "yellow", NOT_STARTED: "dim"}.get(e.status, "red")
-        table.add_row(shown_path(e.source), e.run_id if e.in_db else f"({e.run_id})", f"[{style}]{e.status}[/]", cells,
+        table.add_row(e.label if grid else shown_path(e.source), e.run_id if e.in_db else f"({e.run_id})", f"[{style}]{e.status}[/]", cells,
                       *([e.node or "—"] if show_node else []), note)  # fmt: skip
     return table
 

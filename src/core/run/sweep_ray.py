@@ -188,7 +188,7 @@ class _Sweep:
             entry = next((e for e in self.entries if e.run_id == note["run_id"]), None)
             if entry is not None:
                 entry.status, entry.node = "running", note["node"]
-                self._say(f"run {entry.run_id} ({entry.source}) started on {note['node']} · node id {note['node_id']}")
+                self._say(f"run {entry.run_id} ({entry.label}) started on {note['node']} · node id {note['node_id']}")
 
     def collect(self, timeout: float | None) -> None:
         """Land every result that arrives within ``timeout`` seconds (None: until all are in)."""
@@ -213,7 +213,7 @@ class _Sweep:
             _lost(self.store, entry, exc)
         except rex.RayError as exc:  # a failure inside the task, outside the run's own handling
             entry.status, entry.error = "failed", str(exc).strip().splitlines()[-1][:300]
-        self._say(f"run {entry.run_id} ({entry.source}): {entry.status}" + (f" — {entry.error.splitlines()[0]}" if entry.error else ""))
+        self._say(f"run {entry.run_id} ({entry.label}): {entry.status}" + (f" — {entry.error.splitlines()[0]}" if entry.error else ""))
 
     def _land_or_fail(self, entry: SweepEntry, result: dict[str, Any]) -> None:
         try:

@@ -40,7 +40,9 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 #     judge a repeated cell's request by its own repeat's window (issue 30).
 # v10: prefill_interval_rows and the prefill_intervals view (prefill_intervals.sql): each prefill point's 95 % interval
 #     from its cold probes (issue 30 item 1).
-SCHEMA_VERSION = 10
+# v11: sweeps over engine settings (sweeps.sql): tables sweeps, sweep_members, run_settings; views sweep_runs,
+#     sweep_frontier, sweep_setting_scores, best_setting (issue 29; docs/tuning.md).
+SCHEMA_VERSION = 11
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
 # and bumps SCHEMA_VERSION (tests/store/test_schema_files.py checks both).
@@ -56,6 +58,7 @@ SCHEMA_FILES = (
     "telemetry.sql",  # GPU samples per cell (core/engine/telemetry.py)
     "intervals.sql",  # each cell number's 95 % interval (issue 30; docs/metrics.md, "Intervals")
     "prefill_intervals.sql",  # each prefill point's 95 % interval from its cold probes (issue 30; docs/metrics.md)
+    "sweeps.sql",  # sweeps over engine settings (issue 29; docs/tuning.md): reads frontier, slo_cells, cell_intervals
 )
 MEMORY = ":memory:"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from infermatrix.plugin import (
     Capacity,
@@ -28,8 +28,9 @@ from infermatrix.plugin import (
     TokenizeAPI,
     hookimpl,
     info_labels,
+    model_flags,
 )
-from infermatrix.plugins.sim.profile import SimProfile, load_profile
+from infermatrix.plugins.sim.profile import SimArgs, SimProfile, load_profile, with_engine_args
 
 __all__ = ["SimEngineConfig", "SimEngine", "sim_traits", "register_engines", "register_commands"]
 
@@ -38,6 +39,7 @@ class SimEngineConfig(EngineConfig):
     kind: Literal["sim"] = "sim"
     profile: str | dict[str, Any] = Field("demo", description="built-in profile name, a TOML/JSON path, or an inline table")
     host: str = "127.0.0.1"
+    args: SimArgs = Field(default_factory=SimArgs, description="vLLM's flags for what the sim models, over the profile's values")
 
     @field_validator("profile")
     @classmethod
@@ -48,19 +50,30 @@ class SimEngineConfig(EngineConfig):
             raise ValueError(str(exc)) from None
         return v
 
+    @model_validator(mode="after")
+    def _args_launch_only(self) -> SimEngineConfig:
+        if self.base_url and self.args.model_fields_set:
+            raise ValueError("engine.args: only for a sim infermatrix launches (an attached server runs its own)")
+        return self
+
     def known_max_model_len(self) -> int | None:
         """Known before launch: the config's ``max_model_len``, else the profile's (not when attaching:
         the running server's profile is then the truth, and only it can tell)."""
         if self.max_model_len is not None or self.base_url:
             return self.max_model_len
-        return load_profile(self.profile).max_model_len
+        return self.launch_profile().max_model_len
+
+    def launch_profile(self) -> SimProfile:
+        """The profile a launched server runs: the config's profile with its ``args`` in place (unchecked: the
+        server itself refuses a combination it cannot run, as vLLM does)."""
+        return with_engine_args(load_profile(self.profile), self.args, check=False)
 
 
     def known_capacity(self) -> tuple[int | None, int | None, str] | None:
         """The config's overrides, else the profile's KV budget and max sequences (not when attaching)."""
         if self.base_url:
             return super().known_capacity()
-        profile = load_profile(self.profile)
+        profile = self.launch_profile()
         return (self.kv_tokens if self.kv_tokens is not None else profile.kv_tokens,
                 self.max_seqs if self.max_seqs is not None else profile.max_num_seqs, "sim profile")  # fmt: skip
 
@@ -99,6 +112,7 @@ class SimEngine(LaunchedEngine):
     def __init__(self, config: SimEngineConfig, workdir: Path):
         super().__init__(config, workdir, host=config.host)
         self.profile: SimProfile = load_profile(config.profile)
+        self.args = config.args
         if config.model and config.model != self.profile.model:
             self.profile = self.profile.model_copy(update={"model": config.model})  # serve the name the config asks for
         self.profile_path = workdir / "sim-profile.json"
@@ -112,8 +126,9 @@ class SimEngine(LaunchedEngine):
         # module itself, not `infermatrix sim serve`: the command line's imports would delay the engine's start.
         self.profile_path.parent.mkdir(parents=True, exist_ok=True)
         self.profile_path.write_text(json.dumps(self.profile.model_dump(mode="json"), indent=2))
+        # engine.args travel as vLLM's flags: the server applies them over the profile, or refuses to start.
         return [sys.executable, "-m", "infermatrix.plugins.sim.server", "--profile", str(self.profile_path),
-                "--host", self.host, "--port", str(self.port)]  # fmt: skip
+                "--host", self.host, "--port", str(self.port), *model_flags(self.args)]  # fmt: skip
 
     def env(self) -> dict[str, str]:
         # The key travels in the environment, never in argv or the profile file (both are stored).

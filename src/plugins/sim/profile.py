@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError, model_validator
 from infermatrix.plugin import ConfigError, Strict
 from infermatrix.plugins.sim.faults import SimFaults
 
-__all__ = ["METRIC_ROLES", "CAPACITY_GAUGES", "LoopProfile", "FrontendTable", "SimProfile", "load_profile", "builtin_profiles", "PROFILE_DIR"]
+__all__ = ["SimArgs", "with_engine_args", "METRIC_ROLES", "CAPACITY_GAUGES", "LoopProfile", "FrontendTable", "SimProfile", "load_profile", "builtin_profiles", "PROFILE_DIR"]
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 
@@ -322,3 +322,50 @@ def load_profile(ref: str | dict[str, Any] | SimProfile) -> SimProfile:
         msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
         more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
         raise ConfigError(f"sim profile {data.get('name', '?')!r}: {loc}: {msg}{more}") from None
+
+
+class SimArgs(Strict):
+    """``[engine.args]`` of the sim: vLLM's flag names for what the sim models (docs/sim.md, "Engine args"), each
+    replacing its profile's value, so a sweep over them is answered by the sim's own model (docs/tuning.md).
+    They reach the server as vLLM's flags on its command line; the server checks the result and refuses to start,
+    as vLLM does, when it cannot run it (a KV cache smaller than one max_model_len request)."""
+
+    max_num_seqs: int | None = Field(None, gt=0, description="the batch cap: more streams wait (profile max_num_seqs)")
+    block_size: int | None = Field(None, gt=0, description="KV block size in tokens (profile block_size)")
+    num_gpu_blocks_override: int | None = Field(None, gt=0, description="KV blocks: kv_tokens = this x block_size")
+    speculative_config: dict[str, Any] | None = Field(None, description="{num_speculative_tokens = K}: draft tokens per "
+                                                      "step (profile spec_tokens; acceptance stays the profile's)")  # fmt: skip
+
+    @model_validator(mode="after")
+    def _check(self) -> SimArgs:
+        spec = self.speculative_config
+        if spec is not None:
+            k = spec.get("num_speculative_tokens")
+            if set(spec) - {"num_speculative_tokens", "method"} or not isinstance(k, int) or isinstance(k, bool) or k < 0:
+                raise ValueError("speculative_config: the sim models {num_speculative_tokens = K} (K >= 0; method is accepted, not modelled)")
+        return self
+
+
+def with_engine_args(profile: SimProfile, args: SimArgs, check: bool = True) -> SimProfile:
+    """``profile`` with ``args`` in place of its own values; ``check``: validated (ConfigError when the result cannot
+    run), else copied as it is (planning before launch only reads its capacity)."""
+    update: dict[str, Any] = {}
+    if args.max_num_seqs is not None:
+        update["max_num_seqs"] = args.max_num_seqs
+    block = args.block_size or profile.block_size
+    if args.block_size is not None or args.num_gpu_blocks_override is not None:
+        blocks = args.num_gpu_blocks_override or profile.kv_tokens // block  # vLLM's memory stays: fewer, larger blocks
+        update.update(block_size=block, kv_tokens=blocks * block)
+    if args.speculative_config is not None:
+        update["spec_tokens"] = args.speculative_config["num_speculative_tokens"]
+    if not update:
+        return profile
+    if not check:
+        return profile.model_copy(update=update)
+    try:
+        return SimProfile.model_validate({**profile.model_dump(), **update})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        kv = update.get("kv_tokens", profile.kv_tokens)
+        raise ConfigError(f"engine args: {err['msg'].removeprefix('Value error, ')} (KV cache {kv} tokens, "
+                          f"max_model_len {profile.max_model_len})") from None

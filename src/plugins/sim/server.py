@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import signal
 import sys
 from typing import Any, AsyncIterator
@@ -16,7 +17,7 @@ from starlette.middleware import Middleware
 
 from infermatrix.plugins.sim import tokenizer as tok
 from infermatrix.plugins.sim.faults import AuthGuard, FaultState
-from infermatrix.plugins.sim.profile import SimProfile, load_profile
+from infermatrix.plugins.sim.profile import SimArgs, SimProfile, load_profile, with_engine_args
 from infermatrix.plugins.sim.routes_generate import GenerationRoutes
 from infermatrix.plugins.sim.routes_info import InfoRoutes
 from infermatrix.plugins.sim.scheduler import Scheduler
@@ -91,10 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="demo", help="built-in name, or a .toml/.json profile file")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8000)
+    for name in SimArgs.model_fields:  # vLLM's flag names for what the sim models (profile.SimArgs)
+        ap.add_argument("--" + name.replace("_", "-"), dest=name, default=None, type=json.loads if name == "speculative_config" else int)
     args = ap.parse_args(argv)
     try:
-        profile = load_profile(args.profile)
-    except ConfigError as exc:
+        engine_args = SimArgs(**{k: getattr(args, k) for k in SimArgs.model_fields})
+        profile = with_engine_args(load_profile(args.profile), engine_args)
+    except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     serve(profile, args.host, args.port)
