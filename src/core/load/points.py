@@ -17,7 +17,7 @@ from infermatrix.core.load.arrivals import schedule
 from infermatrix.core.stream.client import encode_body
 from infermatrix.core.load.openloop import SendPlan, judge_point, lag_bound_ms, percentile
 from infermatrix.core.report.point_settings import DISTINCT_PROMPTS, rate_point_settings, trace_point_settings
-from infermatrix.core.load.point_send import output_tokens, send_point
+from infermatrix.core.load.point_send import output_tokens, request_row, send_point
 from infermatrix.core.load.trace_point import is_trace, measure_trace_point, trace_label, trace_point_rows
 from infermatrix.core.store.points import done_points, save_point
 from infermatrix.core.types import RequestRecord
@@ -147,14 +147,7 @@ def _point_rows(
             ttft_sent.append((ft - sent) * 1000)
         if ok and rec.ended is not None:
             e2e.append((rec.ended - s.scheduled) * 1000)
-        ms = lambda a, b: None if a is None or b is None else round((a - b) * 1000, 3)  # noqa: E731
-        reqs.append({
-            "request_no": s.index, "request_id": ids.get(s.index), "scheduled": s.scheduled, "sent": sent if rec.written else None,
-            "first_token": ft, "ended": rec.ended, "lag_ms": ms(sent, s.scheduled), "queue_ms": round(s.queue_s * 1000, 3),
-            "ttft_ms": ms(ft, s.scheduled), "ttft_sent_ms": ms(ft, sent), "e2e_ms": ms(rec.ended, s.scheduled),
-            "e2e_sent_ms": ms(rec.ended, sent), "prompt_tokens": rec.prompt_tokens, "output_tokens": output_tokens(rec),
-            "outcome": rec.outcome, "error": rec.error,
-        })  # fmt: skip
+        reqs.append(request_row(s, rec, ids.get(s.index)))
     row: dict[str, Any] = {
         "point": index, "label": point_label(rc.cfg, lc), "arrival": lc.arrival, "requested_rate": lc.rate, "duration_s": lc.duration_s,
         "context_tokens": point_context(rc.cfg, lc), "max_output": lc.max_output, "max_in_flight": lc.max_in_flight,

@@ -478,6 +478,7 @@ class CellRunner:
             "tbt": histograms.histogram_of(stats.tbt_values_s),
             "e2e": histograms.histogram_of(stats.e2e_values_s),
             "itl": histograms.histogram_of(stats.itl_values_s),
+            "ttfo": histograms.histogram_of(stats.ttfo_values_s),
         }
         return CellResult(
             context_tokens=ctx, concurrency=n, status=status, reason=reason,

@@ -40,7 +40,9 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 #     judge a repeated cell's request by its own repeat's window (issue 30).
 # v10: prefill_interval_rows and the prefill_intervals view (prefill_intervals.sql): each prefill point's 95 % interval
 #     from its cold probes (issue 30 item 1).
-SCHEMA_VERSION = 10
+# v11: TTFO (requests.ttfo_ms / reasoning, point_requests.ttfo_ms / reasoning, the 'ttfo' histogram, the SLO key
+#     ttfo_p<P>_ms) and burst points (burst.sql: bursts, the burst_points view) (issue 31 items 1 and 4).
+SCHEMA_VERSION = 11
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
 # and bumps SCHEMA_VERSION (tests/store/test_schema_files.py checks both).

@@ -24,7 +24,7 @@ POINT_COLUMNS = (
 )  # fmt: skip
 POINT_REQUEST_COLUMNS = (
     "run_id", "point", "request_no", "request_id", "scheduled", "sent", "first_token", "ended", "lag_ms", "queue_ms",
-    "ttft_ms", "ttft_sent_ms", "e2e_ms", "e2e_sent_ms", "prompt_tokens", "output_tokens", "outcome", "error",
+    "ttft_ms", "ttft_sent_ms", "e2e_ms", "e2e_sent_ms", "prompt_tokens", "output_tokens", "outcome", "error", "ttfo_ms", "reasoning",
 )  # fmt: skip
 
 
