@@ -40,7 +40,7 @@ def _intervals_json(ivs: dict[str, Any]) -> dict[str, Any]:
 
 
 def json_of(d: ReportData) -> dict[str, Any]:
-    """``{format, version, run, prefill, decode, latency, slo, trace, points, workload}`` for an already loaded report.
+    """``{format, version, run, prefill, decode, latency, slo, trace, points, bursts, workload}`` for an already loaded report.
 
     ``run`` is the runs row (JSON columns as objects); ``prefill`` rows are prefill_list rows plus ``intervals`` (the
     point's prefill_intervals rows, metric -> ``{lo, hi, method, n}``; empty for points without them),
@@ -52,7 +52,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
     the GPU-hour price its costs used, ``gpu_hour_source`` report/stored/config, ``stored_gpu_hour_usd``);
     ``trace`` one object per trace-replay point: its trace_points row, its load_points figures and
     ``arrivals`` (trace_arrivals rows; docs/load.md);
-    ``points`` the run's load_points rows (open-loop and trace points, in point order; docs/load.md);
+    ``points`` the run's load_points rows (open-loop, trace and burst points, in point order; docs/load.md);
+    ``bursts`` the run's burst_points rows (docs/load.md, "Bursts");
     ``workload`` the workload pass (docs/workloads.md): ``reuse`` (the prefix_reuse row, null without a pass),
     ``turns`` (turns rows) and ``ttft_by_cached_fraction`` (its rows, by band).
     """
@@ -82,6 +83,7 @@ def json_of(d: ReportData) -> dict[str, Any]:
                       "search": d.slo.search, "search_probes": d.slo.search_probes, "price": d.slo.gpus.get(d.run_id)}),
         "trace": _plain(d.traces),
         "points": _plain(d.points),
+        "bursts": _plain(d.bursts),
         "workload": _plain({"reuse": d.workload.reuse, "turns": d.workload.turns, "ttft_by_cached_fraction": d.workload.bands}),
     }
 

@@ -54,6 +54,7 @@ SCHEMA_FILES = (
     "workload.sql",  # shared-prefix and multi-turn passes (issue 20; docs/workloads.md)
     "slo_search.sql",  # the SLO search (issue 20): reads points, point_requests, slo_limits and slo_verdicts()
     "trace.sql",  # trace-replay points (issue 20), after load.sql (its view reads points)
+    "burst.sql",  # burst points (issue 31), after load.sql (its view reads points)
     "hosts.sql",  # client hosts of Ray cells (issue 21; docs/distributed.md)
     "telemetry.sql",  # GPU samples per cell (core/engine/telemetry.py)
     "intervals.sql",  # each cell number's 95 % interval (issue 30; docs/metrics.md, "Intervals")
