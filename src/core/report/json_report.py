@@ -103,7 +103,9 @@ def _cell_metric(c: Any, key: str, a: float | None, b: float | None, r: float | 
 
 
 def compare_json_of(cmp: Comparison) -> dict[str, Any]:
-    """``{format, version, baseline, runs, method, pairs, best}``; ratios are other / baseline."""
+    """``{format, version, baseline, runs, method, pairs, best, bursts}``; ratios are other / baseline; ``bursts``: each burst
+    valid in the baseline and another run, sent alike, with its burst_points rows and per metric the ratio and its word
+    by the fixed rule (docs/load.md, "Bursts")."""
     pairs = []
     for pair in cmp.pairs.values():
         pairs.append({
@@ -132,6 +134,8 @@ def compare_json_of(cmp: Comparison) -> dict[str, Any]:
         "best": [{"context_label": b.context_label, "context_tokens": b.context_tokens, "concurrency": b.concurrency,
                   "run_id": b.best, "total_tps": b.total_tps, "runner_up": b.runner_up, "margin": b.margin, "same": b.same}
                  for b in cmp.best],
+        "bursts": [{"run_a": cmp.baseline, "run_b": p.run_b, "a": p.a, "b": p.b,
+                    "ratios": {k: {"ratio": r, "verdict": w} for k, (r, w) in p.ratios.items()}} for p in cmp.bursts],
     })
 
 
