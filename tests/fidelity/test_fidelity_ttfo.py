@@ -11,7 +11,7 @@ from infermatrix.testing import run_matrix, sim_server
 pytestmark = pytest.mark.slow
 
 REASONING = 40
-CHAT = {"contexts": ["256"], "concurrency": [2], "duration_s": 1.0, "max_output": 64, "api": "chat", "prefill_contexts": []}
+CHAT = {"contexts": ["256"], "concurrency": [2], "duration_s": 1, "max_output": 64, "api": "chat", "prefill_contexts": []}
 
 
 def _answer_gap_ms(truth: dict, reasoning: int) -> float | None:
@@ -25,8 +25,8 @@ def _answer_gap_ms(truth: dict, reasoning: int) -> float | None:
 
 
 def test_ttfo_is_the_servers_reasoning_time_after_ttft_and_null_without_an_answer():
-    load = [{"rate": 4, "duration_s": 1.5, "context": 256, "max_output": 64},  # answers after 40 reasoning tokens
-            {"rate": 4, "duration_s": 1.0, "context": 256, "max_output": 16}]  # cut inside the reasoning: no answer
+    load = [{"rate": 4, "duration_s": 2, "context": 256, "max_output": 64},  # answers after 40 reasoning tokens
+            {"rate": 4, "duration_s": 1, "context": 256, "max_output": 16}]  # cut inside the reasoning: no answer
     with sim_server(reasoning_tokens=REASONING) as sim:
         result = run_matrix({"kind": "openai", "base_url": sim.base_url}, matrix=CHAT, config={"load": load})
         truth = {r["request_id"]: r for r in sim.truth()["requests"]}
@@ -50,7 +50,7 @@ def test_ttfo_is_the_servers_reasoning_time_after_ttft_and_null_without_an_answe
 
 def test_a_stream_without_reasoning_has_ttfo_equal_to_ttft():
     """The completions API has no reasoning field (the sim sends every token as `text`): the first token is the answer's."""
-    load = [{"rate": 4, "duration_s": 1.0, "context": 256, "max_output": 16}]
+    load = [{"rate": 4, "duration_s": 1, "context": 256, "max_output": 16}]
     with sim_server(reasoning_tokens=REASONING) as sim:
         result = run_matrix({"kind": "openai", "base_url": sim.base_url}, matrix={**CHAT, "api": "completions"}, config={"load": load})
     assert result.status == "completed", result.error

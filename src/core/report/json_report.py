@@ -16,10 +16,11 @@ __all__ = ["render_json", "json_of", "REPORT_FORMAT", "REPORT_VERSION", "TOP_KEY
 REPORT_FORMAT = "infermatrix.report"
 REPORT_VERSION = 1
 # Top-level keys, always present (lists may be empty). Row keys are the views' columns.
-TOP_KEYS = ("format", "version", "run", "prefill", "decode", "latency", "slo", "trace", "points", "workload")
+# Keys added later go at the end (a reader of version 1 keeps working): "bursts" (issue 31).
+TOP_KEYS = ("format", "version", "run", "prefill", "decode", "latency", "slo", "trace", "points", "workload", "bursts")
 COMPARE_FORMAT = "infermatrix.compare"
 COMPARE_VERSION = 1
-COMPARE_KEYS = ("format", "version", "baseline", "runs", "method", "pairs", "best")
+COMPARE_KEYS = ("format", "version", "baseline", "runs", "method", "pairs", "best", "bursts")
 
 
 def _plain(v: Any) -> Any:
@@ -40,7 +41,7 @@ def _intervals_json(ivs: dict[str, Any]) -> dict[str, Any]:
 
 
 def json_of(d: ReportData) -> dict[str, Any]:
-    """``{format, version, run, prefill, decode, latency, slo, trace, points, bursts, workload}`` for an already loaded report.
+    """``{format, version, run, prefill, decode, latency, slo, trace, points, workload, bursts}`` for an already loaded report.
 
     ``run`` is the runs row (JSON columns as objects); ``prefill`` rows are prefill_list rows plus ``intervals`` (the
     point's prefill_intervals rows, metric -> ``{lo, hi, method, n}``; empty for points without them),
@@ -83,8 +84,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
                       "search": d.slo.search, "search_probes": d.slo.search_probes, "price": d.slo.gpus.get(d.run_id)}),
         "trace": _plain(d.traces),
         "points": _plain(d.points),
-        "bursts": _plain(d.bursts),
         "workload": _plain({"reuse": d.workload.reuse, "turns": d.workload.turns, "ttft_by_cached_fraction": d.workload.bands}),
+        "bursts": _plain(d.bursts),
     }
 
 
