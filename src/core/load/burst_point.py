@@ -1,6 +1,6 @@
 """A burst point (``[[load]] kind = "burst"``; docs/load.md, "Bursts"): a fixed number of requests, at most
 ``concurrency`` in flight, timed from the first request sent to the last one's end — the batch-job question ("how
-long do 1,000 requests take?") that ``vllm bench serve --num-prompts`` and AIPerf ``--request-count`` answer.
+long do 1,000 requests take?") that the peers' request-count modes answer (docs/load.md compares them).
 
 The requests go through the open-loop sender (core/load/openloop.py) with every offset 0 and the in-flight cap as
 the concurrency: the cap's FIFO queue is the burst's backlog, and a request is due when its slot frees, so its TTFT
