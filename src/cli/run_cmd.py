@@ -14,6 +14,7 @@ from infermatrix.cli.common import (
     open_store, out_console,
 )
 from infermatrix.cli.attach_flags import ATTACH_FLAGS, attach_config, attach_options
+from infermatrix.cli.burst_flags import BURST_FLAGS, apply_burst_flags, burst_options
 from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options, points_take_max_output
 from infermatrix.cli.results_cmds import print_report
 from infermatrix.cli.slo_opts import attach_slos_after_run, parse_slo_flags, slo_options
@@ -24,7 +25,8 @@ from infermatrix.core.contexts import parse_context_list, parse_int_list
 from infermatrix.core.plugins import get_plugin_manager
 
 # Flags that only make sense for a new run: with --resume the stored config is the run's definition.
-_NEW_RUN_FLAGS = (*ATTACH_FLAGS, "--contexts", "--prefill-contexts", "--concurrency", "--no-loop-detection", "--repeat", *LOAD_FLAGS)
+_NEW_RUN_FLAGS = (*ATTACH_FLAGS, "--contexts", "--prefill-contexts", "--concurrency", "--no-loop-detection", "--repeat", *LOAD_FLAGS,
+                  *BURST_FLAGS)
 
 
 @click.command(cls=OneLineErrors)
@@ -44,11 +46,13 @@ _NEW_RUN_FLAGS = (*ATTACH_FLAGS, "--contexts", "--prefill-contexts", "--concurre
 @load_options
 @slo_options
 @trace_options
+@burst_options
 @click.option("--no-live", "--quiet", "no_live", is_flag=True,
               help="no live matrix on the terminal: one line per finished cell only (as off a terminal)")
 def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_url, model, contexts, prefill_contexts,
         concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection, repeat, rate, arrival, load_duration,
-        max_in_flight, slo_texts, gpu_hour_price, trace_path=None, time_scale=None, trace_requests=None, no_live=False) -> None:
+        max_in_flight, slo_texts, gpu_hour_price, trace_path=None, time_scale=None, trace_requests=None,
+        burst=None, burst_context=None, no_live=False) -> None:
     """Run a benchmark matrix from CONFIG_FILE (TOML), or against --base-url."""
     pm = get_plugin_manager()
     try:
@@ -56,7 +60,7 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
         if resume_id:
             given = [flag for flag, value in zip(_NEW_RUN_FLAGS, (
                 engine_kind, base_url, model, duration, max_output, api, api_key_env, api_key_file, contexts, prefill_contexts,
-                concurrency, no_loop_detection or None, repeat, rate, arrival, load_duration, max_in_flight))
+                concurrency, no_loop_detection or None, repeat, rate, arrival, load_duration, max_in_flight, burst, burst_context))
                 if value is not None]  # fmt: skip
             if given:
                 raise ConfigError(f"{given[0]}: not with --resume (the run's stored config is used; change a field with --set KEY=VALUE)")
@@ -86,8 +90,10 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
         apply_load_flags(data, rate, arrival, load_duration, max_in_flight)
         rate_points = list(data["load"]) if rate is not None else []
         apply_trace_flags(data, trace_path, time_scale, trace_requests)
-        if rate_points and trace_path is not None:  # --rate and --trace together: the rate points, then the replay
-            data["load"] = [*rate_points, *data["load"]]
+        trace_points = list(data["load"]) if trace_path is not None else []
+        flagged = [*rate_points, *trace_points, *apply_burst_flags(data, burst, burst_context)]
+        if flagged:  # any of --rate, --trace, --burst: the rate points, then the replay, then the bursts
+            data["load"] = flagged
         points_take_max_output(data, matrix.get("max_output") if max_output is not None else None)
         cfg = prepare_config(pm, data, source, list(overrides))  # what infermatrix.api.run calls too
     except ConfigError as exc:

@@ -31,6 +31,8 @@ __all__ = [
     "LoadConfig",
     "SearchConfig",
     "TraceLoadConfig",
+    "BurstLoadConfig",
+    "expand_bursts",
     "AnyLoadConfig",
     "LOAD_TAGS",
     "ClientConfig",
@@ -291,15 +293,62 @@ class TraceLoadConfig(Strict):
         return str(Path(v).expanduser().resolve())  # stored with the run: resume finds it from any directory
 
 
+class BurstLoadConfig(Strict):
+    """One burst point (``[[load]] kind = "burst"``, or ``--burst REQUESTS@CONCURRENCY``): a fixed number of requests,
+    at most ``concurrency`` in flight, timed from the first request sent to the last one's end (docs/load.md, "Bursts")."""
+
+    kind: Literal["burst"] = "burst"
+    requests: int = Field(..., gt=0, description="requests in the burst (a list: one point per value)")
+    concurrency: int | None = Field(None, gt=0, description="cap on requests in flight (a list: one point per value); default: all at once")
+    context: ContextTokens = Field(None, description="prompt tokens of every request (8K labels; a list: one point per value); "
+                                   "default: the first matrix context, else 1024")  # fmt: skip
+    max_output: int = Field(256, gt=0, description="max_tokens of every request; default: run --max-output when given, else 256")
+    natural_stop: bool = Field(False, description="let each request stop at its end-of-sequence token (no ignore_eos): its own length, not max_output")
+
+    @property
+    def in_flight(self) -> int:
+        """The cap on requests in flight: ``concurrency``, or every request at once."""
+        return min(self.concurrency or self.requests, self.requests)
+
+
+BURST_AXES = ("requests", "concurrency", "context")  # a burst table's fields that may be lists: the burst matrix
+
+
+def expand_bursts(points: Any) -> Any:
+    """``[[load]]`` tables with ``kind = "burst"`` whose ``requests``, ``concurrency`` or ``context`` are lists become one
+    point per combination (requests × concurrency × context, in that nesting order): the burst matrix."""
+    if not isinstance(points, list):
+        return points
+    out: list[Any] = []
+    for p in points:
+        if not (isinstance(p, dict) and p.get("kind") == "burst" and any(isinstance(p.get(k), list) for k in BURST_AXES)):
+            out.append(p)
+            continue
+        combos: list[dict[str, Any]] = [dict(p)]
+        for axis in BURST_AXES:
+            values = p.get(axis)
+            if isinstance(values, list):
+                if not values:
+                    raise ValueError(f"burst {axis}: an empty list")
+                combos = [{**c, axis: v} for c in combos for v in values]
+        out += combos
+    return out
+
+
 def _load_kind(v: Any) -> str:
     if isinstance(v, dict):
+        if v.get("kind") == "burst":
+            return "burst_point"
         return "trace_point" if v.get("kind") == "trace" or v.get("arrival") == "trace" else "rate_point"
-    return "trace_point" if isinstance(v, TraceLoadConfig) else "rate_point"
+    return "trace_point" if isinstance(v, TraceLoadConfig) else "burst_point" if isinstance(v, BurstLoadConfig) else "rate_point"
 
 
-# A ``[[load]]`` point: a rate point, or a trace replay (``kind = "trace"`` or ``arrival = "trace"``).
-LOAD_TAGS = ("rate_point", "trace_point")  # union tags pydantic puts in an error's location; validate_config drops them
-AnyLoadConfig = Annotated[Union[Annotated[LoadConfig, Tag("rate_point")], Annotated[TraceLoadConfig, Tag("trace_point")]], Discriminator(_load_kind)]
+# A ``[[load]]`` point: a rate point, a trace replay (``kind = "trace"`` or ``arrival = "trace"``), or a burst (``kind = "burst"``).
+LOAD_TAGS = ("rate_point", "trace_point", "burst_point")  # union tags pydantic puts in an error's location; validate_config drops them
+AnyLoadConfig = Annotated[
+    Union[Annotated[LoadConfig, Tag("rate_point")], Annotated[TraceLoadConfig, Tag("trace_point")], Annotated[BurstLoadConfig, Tag("burst_point")]],
+    Discriminator(_load_kind),
+]
 
 
 class StoreConfig(Strict):
@@ -329,6 +378,11 @@ class RunConfig(Strict):
     search: SearchConfig | None = None
     # [client]: where the streams run, this host or Ray actors (docs/distributed.md)
     client: ClientConfig = Field(default_factory=ClientConfig)
+
+    @field_validator("load", mode="before")
+    @classmethod
+    def _burst_matrix(cls, v: Any) -> Any:
+        return expand_bursts(v)
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

@@ -155,6 +155,8 @@ class RequestRecord:
     sent: float  # when the request's last byte was written (docs/metrics.md, "request sent")
     prompt_tokens: int | None = None
     first_token: float | None = None
+    first_content: float | None = None  # the first answer (non-reasoning) token's arrival: TTFO (docs/metrics.md); None: no answer came
+    reasoning: bool = False  # a reasoning field (delta.reasoning_content / reasoning) carried text in this stream
     events: list[tuple[float, int]] = field(default_factory=list)  # (arrival, tokens) per chunk with output
     offsets: list[int] = field(default_factory=list)  # len(text) after each event: lets tokens be recounted
     ended: float | None = None
@@ -176,6 +178,11 @@ class RequestRecord:
     @property
     def ttft_s(self) -> float | None:
         return None if self.first_token is None else self.first_token - self.sent
+
+    @property
+    def ttfo_s(self) -> float | None:
+        """Time to the first answer token (TTFO), from the send: TTFT when no reasoning came before the answer."""
+        return None if self.first_content is None else self.first_content - self.sent
 
 
 # Cell statuses, as the decode_matrix view shows them.

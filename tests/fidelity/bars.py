@@ -119,3 +119,14 @@ def judged(status: str, ok: bool) -> bool:
 # intervals (the false-failure chance); intervals that cover only 60 % pass with P = 0.13, 50 %: P = 0.02.
 INTERVAL_CELLS = 20
 INTERVAL_COVERED_MIN = 15
+
+# --- time to the first answer token (test_fidelity_ttfo.py), against the sim's own emission stamps ------------------
+# TTFO − TTFT is two client reads apart; the server's gap is two of its step-end stamps apart. Each client read trails
+# its stamp by one loopback delivery (0 … LOOPBACK_MS), so the two gaps differ by less than one LOOPBACK_MS.
+TTFO_GAP_MS = LOOPBACK_MS
+
+# --- burst points (test_fidelity_burst.py), against the sim's receipt and finish times -----------------------------
+# The client's span starts when its first request's last byte is written and ends when the last stream is read to
+# its close; the server's from reading that first body to its last request's final step. Each end is one loopback
+# delivery apart (LOOPBACK_MS): the client's span is the server's plus less than two of them.
+BURST_SPAN_MS = 2 * LOOPBACK_MS

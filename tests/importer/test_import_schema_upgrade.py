@@ -270,3 +270,32 @@ def test_v8_database_gains_repeats_on_a_read_only_open_and_reads_as_before(tmp_p
         assert s.query("SELECT count(*) FROM cell_repeats")[1] == [(0,)]
         assert "# Speed test matrix" in render_markdown(s, run_id)
     assert {"cell_repeats", "cell_repeat_intervals"} <= objects(path)
+
+
+def make_v10(path) -> str:
+    """A store as schema v10 left it: no bursts table or burst_points view, no ttfo_ms / reasoning columns on requests
+    and point_requests (v11, issue 31)."""
+    with Store(path) as s:
+        run_id, _, _ = fill_run(s, seed=1, other=False)
+    con = duckdb.connect(str(path))
+    con.execute("DROP VIEW burst_points")
+    con.execute("DROP TABLE bursts")
+    for table in ("requests", "point_requests"):
+        for column in ("ttfo_ms", "reasoning"):
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    _set_version(con, 10)
+    con.close()
+    return run_id
+
+
+def test_v10_database_gains_bursts_and_ttfo_on_a_read_only_open(tmp_path):
+    path = tmp_path / "v10.duckdb"
+    run_id = make_v10(path)
+    assert not {"bursts", "burst_points"} & objects(path)
+    with Store(path, read_only=True) as s:
+        assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
+        assert s.query("SELECT count(*) FROM burst_points WHERE run_id = ?", [run_id])[1] == [(0,)]
+        assert s.query("SELECT count(*) FROM requests WHERE run_id = ? AND ttfo_ms IS NULL AND reasoning IS NULL", [run_id])[1][0][0] > 0
+        assert s.query("SELECT count(*) FROM slo_cells WHERE run_id = ?", [run_id])[0]  # the SLO views read the new columns
+        assert "# Speed test matrix" in render_markdown(s, run_id)
+    assert {"bursts", "burst_points"} <= objects(path)

@@ -57,6 +57,8 @@ def convert_record(rec: RequestRecord, to: Callable[[float], float]) -> None:
     rec.sent = to(rec.sent)
     if rec.first_token is not None:
         rec.first_token = to(rec.first_token)
+    if rec.first_content is not None:
+        rec.first_content = to(rec.first_content)
     if rec.ended is not None:
         rec.ended = to(rec.ended)
     if rec.opened is not None:

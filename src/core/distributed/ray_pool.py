@@ -173,6 +173,7 @@ class RayPool:
             again = dataclasses.replace(raw, events=list(raw.events))
             convert_record(again, self.hosts[w].model.to_coordinator)
             rec.sent, rec.first_token, rec.ended, rec.opened, rec.events = again.sent, again.first_token, again.ended, again.opened, again.events
+            rec.first_content = again.first_content
         self.loads = [self.host_loads[w] for w in sorted(self.host_loads)]
         for w, ticks in self.host_ticks.items():
             self.host_ticks[w] = convert_ticks(ticks, self.hosts[w].model.to_coordinator)

@@ -17,8 +17,9 @@ from infermatrix.core.load.arrivals import schedule
 from infermatrix.core.stream.client import encode_body
 from infermatrix.core.load.openloop import SendPlan, judge_point, lag_bound_ms, percentile
 from infermatrix.core.report.point_settings import DISTINCT_PROMPTS, rate_point_settings, trace_point_settings
-from infermatrix.core.load.point_send import output_tokens, send_point
+from infermatrix.core.load.point_send import output_tokens, request_row, send_point
 from infermatrix.core.load.trace_point import is_trace, measure_trace_point, trace_label, trace_point_rows
+from infermatrix.core.load.burst_point import burst_label, burst_point_rows, is_burst, measure_burst_point
 from infermatrix.core.store.points import done_points, save_point
 from infermatrix.core.types import RequestRecord
 
@@ -37,6 +38,8 @@ def point_context(cfg: RunConfig, lc: LoadConfig) -> int:
 def point_label(cfg: RunConfig, lc: LoadConfig) -> str:
     if is_trace(lc):
         return trace_label(lc)  # type: ignore[arg-type]
+    if is_burst(lc):
+        return burst_label(cfg, lc)  # type: ignore[arg-type]
     cap = f" cap {lc.max_in_flight}" if lc.max_in_flight else ""
     return f"{lc.arrival}@{lc.rate:g}/s {format_context(point_context(cfg, lc))}{cap}"
 
@@ -52,6 +55,8 @@ def plan_lines(cfg: RunConfig) -> list[str]:
     for i, lc in enumerate(getattr(cfg, "load", None) or []):
         if is_trace(lc):
             lines.append(f"point {i}: trace {trace_point_settings(lc.path, lc.time_scale)}")
+        elif is_burst(lc):
+            lines.append(f"point {i}: {burst_label(cfg, lc)} · max output {lc.max_output:,} tokens")
         else:
             lines.append(f"point {i}: {lc.rate:g}/s · {rate_point_settings(lc.arrival, lc.duration_s, point_context(cfg, lc), lc.max_output, lc.max_in_flight)}")
     return lines
@@ -79,15 +84,18 @@ async def run_point(rc: RunContext, progress: RunProgress, index: int, lc: LoadC
 
 
 async def _one_point(rc: RunContext, progress: RunProgress, index: int, lc: Any = None) -> None:
-    lc = lc if lc is not None else rc.cfg.load[index]  # a LoadConfig, or a TraceLoadConfig (trace_point.py)
+    lc = lc if lc is not None else rc.cfg.load[index]  # a LoadConfig, TraceLoadConfig (trace_point.py) or BurstLoadConfig (burst_point.py)
     state: dict[str, Any] = {}
-    # A trace replay (core/load/trace_point.py) is measured and judged by its own pair; saved like any point.
-    measure_point, point_rows = (measure_trace_point, trace_point_rows) if is_trace(lc) else (_measure_point, _point_rows)
+    # A trace replay or a burst is measured and judged by its own pair; saved like any point.
+    measure_point, point_rows = ((measure_trace_point, trace_point_rows) if is_trace(lc) else (measure_burst_point, burst_point_rows)
+                                 if is_burst(lc) else (_measure_point, _point_rows))  # fmt: skip
 
     async def measure() -> None:
         await measure_point(rc, index, lc, state)
 
     def detail(row: dict[str, Any]) -> str:
+        if is_burst(lc):
+            return f"{row['duration_s'] or 0:.2f} s, {row.get('output_tps') or 0:,.0f} tok/s, e2e p99 {row['e2e_p99_ms'] or 0:,.0f} ms"
         return f"{row.get('achieved_rate') or 0:.2f}/s achieved, lag p99 {row['lag_p99_ms']:.1f} ms, TTFT p50 {row['ttft_p50_ms'] or 0:,.0f} ms"
 
     await rc.row_step(progress, point_label(rc.cfg, lc), measure, lambda status, reason: point_rows(rc, index, lc, state, status, reason),
@@ -147,14 +155,7 @@ def _point_rows(
             ttft_sent.append((ft - sent) * 1000)
         if ok and rec.ended is not None:
             e2e.append((rec.ended - s.scheduled) * 1000)
-        ms = lambda a, b: None if a is None or b is None else round((a - b) * 1000, 3)  # noqa: E731
-        reqs.append({
-            "request_no": s.index, "request_id": ids.get(s.index), "scheduled": s.scheduled, "sent": sent if rec.written else None,
-            "first_token": ft, "ended": rec.ended, "lag_ms": ms(sent, s.scheduled), "queue_ms": round(s.queue_s * 1000, 3),
-            "ttft_ms": ms(ft, s.scheduled), "ttft_sent_ms": ms(ft, sent), "e2e_ms": ms(rec.ended, s.scheduled),
-            "e2e_sent_ms": ms(rec.ended, sent), "prompt_tokens": rec.prompt_tokens, "output_tokens": output_tokens(rec),
-            "outcome": rec.outcome, "error": rec.error,
-        })  # fmt: skip
+        reqs.append(request_row(s, rec, ids.get(s.index)))
     row: dict[str, Any] = {
         "point": index, "label": point_label(rc.cfg, lc), "arrival": lc.arrival, "requested_rate": lc.rate, "duration_s": lc.duration_s,
         "context_tokens": point_context(rc.cfg, lc), "max_output": lc.max_output, "max_in_flight": lc.max_in_flight,

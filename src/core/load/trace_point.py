@@ -24,7 +24,7 @@ from infermatrix.core.load.openloop import SendPlan, lag_bound_ms, percentile
 from infermatrix.core.measure.tokenizer import UsageTokenizer
 from infermatrix.core.load.trace_prompts import TracePromptBuilder
 from infermatrix.core.load.traces import TraceRequest, read_trace, sniff_format
-from infermatrix.core.load.point_send import output_tokens, send_point
+from infermatrix.core.load.point_send import request_row, send_point
 
 if TYPE_CHECKING:
     from infermatrix.core.load.context import RunContext
@@ -128,10 +128,6 @@ async def measure_trace_point(rc: RunContext, index: int, lc: TraceLoadConfig, s
     await send_point(runner, state, index, plan.offsets, bodies, lc.max_in_flight)
 
 
-def _ms(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else round((a - b) * 1000, 3)
-
-
 def _request_rows(state: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per request sent, with the point_requests columns and the trace_requests ones."""
     sent_plan: SendPlan | None = state.get("plan")
@@ -142,14 +138,10 @@ def _request_rows(state: dict[str, Any]) -> list[dict[str, Any]]:
         rec = records.get(s.index)
         if rec is None or plan is None:
             continue
-        req, ft, sent = plan.requests[s.index], rec.first_token, rec.sent
+        req, sent = plan.requests[s.index], rec.sent
         prompt = prompts[s.index] if s.index < len(prompts) else None
         rows.append({
-            "request_no": s.index, "request_id": ids.get(s.index), "scheduled": s.scheduled, "sent": sent if rec.written else None,
-            "first_token": ft, "ended": rec.ended, "lag_ms": _ms(sent, s.scheduled), "queue_ms": round(s.queue_s * 1000, 3),
-            "ttft_ms": _ms(ft, s.scheduled), "ttft_sent_ms": _ms(ft, sent), "e2e_ms": _ms(rec.ended, s.scheduled),
-            "e2e_sent_ms": _ms(rec.ended, sent), "prompt_tokens": rec.prompt_tokens, "output_tokens": output_tokens(rec),
-            "outcome": rec.outcome, "error": rec.error, "queued": s.queue_s > 0, "sent_at": sent,
+            **request_row(s, rec, ids.get(s.index)), "queued": s.queue_s > 0, "sent_at": sent,
             # trace_requests
             "trace_index": plan.indexes[s.index], "trace_at_s": req.at_s, "offset_s": plan.offsets[s.index],
             "trace_input_tokens": req.input_tokens, "trace_output_tokens": req.output_tokens, "hash_ids": len(req.hash_ids),

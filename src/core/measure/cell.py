@@ -115,8 +115,10 @@ class CellRunner:
     def url(self) -> str:
         return self.base_url + endpoint_path(self.matrix.api)
 
-    def _body(self, prompt: Prompt, max_tokens: int) -> dict[str, Any]:
-        body = request_body(self.matrix.api, self.model, prompt.text, max_tokens, ignore_eos=self.matrix.ignore_eos, traits=self.traits)
+    def _body(self, prompt: Prompt, max_tokens: int, ignore_eos: bool | None = None) -> dict[str, Any]:
+        """A request's body; ``ignore_eos`` None: the matrix's setting (a burst with ``natural_stop`` passes False)."""
+        eos = self.matrix.ignore_eos if ignore_eos is None else ignore_eos
+        body = request_body(self.matrix.api, self.model, prompt.text, max_tokens, ignore_eos=eos, traits=self.traits)
         body["temperature"] = self.matrix.temperature  # a recorded [matrix] field (0: greedy)
         return body
 
@@ -478,6 +480,7 @@ class CellRunner:
             "tbt": histograms.histogram_of(stats.tbt_values_s),
             "e2e": histograms.histogram_of(stats.e2e_values_s),
             "itl": histograms.histogram_of(stats.itl_values_s),
+            "ttfo": histograms.histogram_of(stats.ttfo_values_s),
         }
         return CellResult(
             context_tokens=ctx, concurrency=n, status=status, reason=reason,

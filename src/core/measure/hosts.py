@@ -21,12 +21,13 @@ __all__ = ["CLOCK_EDGE_SHARE", "HISTOGRAMS", "host_numbers", "merged_histograms"
 # A window edge known to ±u on a host moves which of its tokens count by u at each edge: at most 2u/window of
 # its total. Above this share of the window, total_tps can be off by more than the 1 % the client answers for.
 CLOCK_EDGE_SHARE = BEHIND_SHARE
-HISTOGRAMS = ("ttft", "tbt", "e2e", "itl")
+HISTOGRAMS = ("ttft", "tbt", "e2e", "itl", "ttfo")
 
 
 def _host_stats(records: list[RequestRecord], ws: float, we: float) -> tuple[Any, dict[str, bytes]]:
     stats = window_stats(records, ws, we)
-    values = {"ttft": stats.ttft_values_s, "tbt": stats.tbt_values_s, "e2e": stats.e2e_values_s, "itl": stats.itl_values_s}
+    values = {"ttft": stats.ttft_values_s, "tbt": stats.tbt_values_s, "e2e": stats.e2e_values_s, "itl": stats.itl_values_s,
+              "ttfo": stats.ttfo_values_s}
     return stats, {k: histograms.histogram_of(v) for k, v in values.items()}
 
 

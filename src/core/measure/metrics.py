@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["WindowStats", "TtftPopulation", "window_stats", "request_rate", "rate_stamps", "rate_chunks", "median_or_none", "ttft_populations"]
+__all__ = ["WindowStats", "TtftPopulation", "window_stats", "request_rate", "rate_stamps", "rate_chunks", "median_or_none", "ttft_populations", "ttfo_values"]
 
 
 def median_or_none(values: list[float]) -> float | None:
@@ -97,6 +97,7 @@ class WindowStats:
     ttft_values_s: list[float]
     e2e_values_s: list[float]
     itl_values_s: list[float]
+    ttfo_values_s: list[float] = field(default_factory=list)  # the TTFT population's requests with an answer token: TTFO (s)
     ttft_burst: TtftPopulation = field(default_factory=lambda: TtftPopulation(None, 0))
     ttft_restart: TtftPopulation = field(default_factory=lambda: TtftPopulation(None, 0))
     ttft_missing: int = 0  # sent before the window closed, no first token within the bounded wait
@@ -149,10 +150,17 @@ def window_stats(records: list[RequestRecord], start: float, end: float) -> Wind
         ttft_values_s=ttfts,
         e2e_values_s=e2es,
         itl_values_s=itls,
+        ttfo_values_s=ttfo_values(records, end),
         ttft_burst=_population(burst),
         ttft_restart=_population(restart),
         ttft_missing=missing,
     )
+
+
+def ttfo_values(records: list[RequestRecord], end: float) -> list[float]:
+    """Time to the first answer token (s) of the requests the TTFT populations hold (sent before the window closed,
+    with a first token) that got an answer token; equal to their TTFT where no reasoning came first (docs/metrics.md)."""
+    return [r.first_content - r.sent for r in records if r.sent <= end and r.first_token is not None and r.first_content is not None]
 
 
 def _population(values_s: list[float]) -> TtftPopulation:

@@ -27,7 +27,9 @@ from infermatrix.core.report.compare_data import (
 )
 from infermatrix.core.report.fmt import DASH, fmt_tps
 from infermatrix.core.report.markdown import markdown_sections, md_escape, md_table
+from infermatrix.core.report.model import Section
 from infermatrix.core.report.sections import slo_sections
+from infermatrix.core.report.sections.burst_compare import burst_compare_section
 from infermatrix.core.report.slo_report import load_slo_report
 from infermatrix.core.report.text import draw_sections
 from infermatrix.core.store import Store
@@ -226,9 +228,15 @@ def render_compare_text(store: Store, run_ids: list[str], console: Console) -> N
         for line_cells in grid:
             t.add_row(*line_cells)
         console.print(t)
-    draw_sections(console, slo_sections(load_slo_report(store, run_ids), many_runs=True))
+    draw_sections(console, [*slo_sections(load_slo_report(store, run_ids), many_runs=True), *_bursts(cmp)])
     for line in footnote_lines(cmp):
         console.print(Text(line, style="dim"))
+
+
+def _bursts(cmp: Comparison) -> list[Section]:
+    """The comparison's Bursts section, when two runs ran a burst alike (sections/burst_compare.py)."""
+    section = burst_compare_section(cmp)
+    return [section] if section is not None else []
 
 
 def _md_cells(row: list[tuple[str, str | None]]) -> list[str]:
@@ -257,6 +265,6 @@ def render_compare_markdown(store: Store, run_ids: list[str]) -> str:
     if cmp.best:
         header, grid = best_grid(cmp)
         out += ["## Best run per cell", "", md_escape(BEST_CAPTION), "", md_table(header, grid, "r" * len(header)), ""]
-    out += markdown_sections(slo_sections(load_slo_report(store, run_ids), many_runs=True))
+    out += markdown_sections([*slo_sections(load_slo_report(store, run_ids), many_runs=True), *_bursts(cmp)])
     out += [md_escape(line) for line in footnote_lines(cmp)]
     return "\n".join(out) + "\n"

@@ -27,7 +27,7 @@ from infermatrix.core.store import Store, StoreError
 
 __all__ = [
     "METRICS", "SAME_WITHIN", "Metric", "CellPair", "OneSided", "Pair", "BestCell", "Comparison",
-    "load_comparison", "verdict", "describe_run", "fmt_ratio", "STYLE", "GATE_METRICS", "gate",
+    "load_comparison", "verdict", "describe_run", "fmt_ratio", "STYLE", "GATE_METRICS", "gate", "BurstPair", "BURST_METRICS",
 ]
 
 SAME_WITHIN = 0.02  # |ratio - 1| below 2 % is noise for a 30 s window, not a difference
@@ -122,6 +122,44 @@ class BestCell:
     same: bool = False  # the lead is inside SAME_WITHIN: noise, so no run wins the cell
 
 
+BURST_METRICS = (("duration_s", False), ("output_tps", True), ("e2e_p99_ms", False), ("ttft_p99_ms", False))  # (burst_points column, higher is better)
+
+
+@dataclass
+class BurstPair:
+    """A burst both the baseline A and run B ran with the same requests, concurrency, context, max output and stop rule,
+    valid in both: its burst_points rows, and per metric the ratio B/A and its word by the fixed rule (a burst is one
+    measurement: it has no interval)."""
+
+    run_b: str
+    a: dict[str, Any]
+    b: dict[str, Any]
+    ratios: dict[str, tuple[float | None, str | None]]  # metric -> (B/A, better | worse | same)
+
+
+def _burst_key(r: dict[str, Any]) -> tuple:
+    return (r["requests"], r["concurrency"], r["context_tokens"], r.get("max_output"), bool(r.get("natural_stop")))
+
+
+def _burst_pairs(store: Store, ids: list[str]) -> list[BurstPair]:
+    rows = {rid: {_burst_key(r): r for r in view_rows(store, "SELECT * FROM burst_points WHERE run_id = ? AND status = 'valid' "
+                                                             "ORDER BY point", [rid])} for rid in ids}  # fmt: skip
+    out = []
+    for b in ids[1:]:
+        for key, ra in rows[ids[0]].items():
+            rb = rows[b].get(key)
+            if rb is None:
+                continue
+            ratios: dict[str, tuple[float | None, str | None]] = {}
+            for col, higher in BURST_METRICS:
+                va, vb = ra.get(col), rb.get(col)
+                ratio = vb / va if va and vb is not None else None
+                word = None if ratio is None else "same" if abs(ratio - 1) < SAME_WITHIN else "better" if (ratio > 1) == higher else "worse"
+                ratios[col] = (ratio, word)
+            out.append(BurstPair(b, ra, rb, ratios))
+    return out
+
+
 @dataclass
 class Comparison:
     runs: dict[str, dict[str, Any]]  # in the order given; the first is the baseline
@@ -132,6 +170,7 @@ class Comparison:
     method_unknown: list[str]
     decode: dict[str, dict[tuple[int, int], dict[str, Any]]]
     intervals: dict[str, Intervals] = field(default_factory=dict)  # run -> cell -> metric -> interval
+    bursts: list[BurstPair] = field(default_factory=list)  # bursts valid in A and another run, alike (docs/load.md, "Bursts")
 
     @property
     def baseline(self) -> str:
@@ -261,7 +300,7 @@ def load_comparison(store: Store, run_ids: list[str]) -> Comparison:
     for b, pair in pairs.items():
         _judge(pair, intervals[ids[0]], intervals[b])
     diffs, unknown = _method(store, runs, letters)
-    return Comparison(runs, letters, pairs, _best(decode), diffs, unknown, decode, intervals)
+    return Comparison(runs, letters, pairs, _best(decode), diffs, unknown, decode, intervals, _burst_pairs(store, ids))
 
 
 # --fail-if-slower's metrics -> (the cell_intervals metric, the decode_matrix column without intervals, higher is better)

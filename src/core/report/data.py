@@ -111,6 +111,8 @@ class ReportData:
     details: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
     points: list[dict[str, Any]] = field(default_factory=list)  # open-loop points (load_points view), in point order
     traces: list[dict[str, Any]] = field(default_factory=list)  # trace-replay points with their arrivals (load_trace_rows)
+    bursts: list[dict[str, Any]] = field(default_factory=list)  # burst points (burst_points view), in point order
+    reasoning: bool = False  # some streamed request of the run carried reasoning text: reports show TTFO beside TTFT
     slo: SloReport = field(default_factory=SloReport)  # SLO, capacity, frontier, engine statistics (docs/slo.md)
     workload: WorkloadReport = field(default_factory=WorkloadReport)  # a workload's own pass (docs/workloads.md)
     intervals: Intervals = field(default_factory=dict)  # each valid cell's numbers' 95 % intervals (cell_intervals)
@@ -172,7 +174,14 @@ class ReportData:
         self._cells = {(r["context_tokens"], r["concurrency"]): r for r in self.decode}
 
 
-_METRIC_ORDER = {"ttft": 0, "tbt": 1, "e2e": 2, "itl": 3}
+_METRIC_ORDER = {"ttft": 0, "ttfo": 1, "tbt": 2, "e2e": 3, "itl": 4}
+
+
+def _reasoning_seen(store: Store, run_id: str) -> bool:
+    """Whether any streamed request of the run (a cell's or a point's) carried reasoning text (docs/metrics.md, TTFO)."""
+    rows = view_rows(store, "SELECT (SELECT count(*) FROM requests WHERE run_id = ? AND reasoning) + "
+                            "(SELECT count(*) FROM point_requests WHERE run_id = ? AND reasoning) AS n", [run_id, run_id])  # fmt: skip
+    return bool(rows and rows[0]["n"])
 
 
 def _latency_order(r: dict[str, Any]) -> tuple:
@@ -243,6 +252,8 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
         details={(d["context_tokens"], d["concurrency"]): d for d in details},
         points=load_point_rows(store, run_id),
         traces=load_trace_rows(store, run_id),
+        bursts=view_rows(store, "SELECT * FROM burst_points WHERE run_id = ? ORDER BY point", [run_id]),
+        reasoning=_reasoning_seen(store, run_id),
         slo=load_slo_report(store, [run_id]),
         workload=load_workload_report(store, run_id),
         intervals=load_intervals(store, run_id),

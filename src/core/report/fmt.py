@@ -12,6 +12,7 @@ __all__ = [
     "DASH",
     "STATUS_LABELS",
     "fmt_tps",
+    "fmt_span",
     "fmt_ms",
     "fmt_tps_pm",
     "fmt_ms_pm",
@@ -179,6 +180,14 @@ def fmt_seconds(v: float | None) -> str:
     if _missing(v):
         return DASH
     return f"{float(v):,.1f} s"
+
+
+def fmt_span(v: float | None) -> str:
+    """A short span in seconds (a burst, its tail): ``0.0312 -> "0.031 s"``, ``1.93 -> "1.93 s"``, ``41.2 -> "41.2 s"``."""
+    if _missing(v):
+        return DASH
+    v = float(v)
+    return f"{v:.3f} s" if v < 1 else f"{v:.2f} s" if v < 10 else f"{v:,.1f} s"
 
 
 def fmt_tokens(v: int | None) -> str:

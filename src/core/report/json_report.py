@@ -16,10 +16,11 @@ __all__ = ["render_json", "json_of", "REPORT_FORMAT", "REPORT_VERSION", "TOP_KEY
 REPORT_FORMAT = "infermatrix.report"
 REPORT_VERSION = 1
 # Top-level keys, always present (lists may be empty). Row keys are the views' columns.
-TOP_KEYS = ("format", "version", "run", "prefill", "decode", "latency", "slo", "trace", "points", "workload")
+# Keys added later go at the end (a reader of version 1 keeps working): "bursts" (issue 31).
+TOP_KEYS = ("format", "version", "run", "prefill", "decode", "latency", "slo", "trace", "points", "workload", "bursts")
 COMPARE_FORMAT = "infermatrix.compare"
 COMPARE_VERSION = 1
-COMPARE_KEYS = ("format", "version", "baseline", "runs", "method", "pairs", "best")
+COMPARE_KEYS = ("format", "version", "baseline", "runs", "method", "pairs", "best", "bursts")
 
 
 def _plain(v: Any) -> Any:
@@ -40,7 +41,7 @@ def _intervals_json(ivs: dict[str, Any]) -> dict[str, Any]:
 
 
 def json_of(d: ReportData) -> dict[str, Any]:
-    """``{format, version, run, prefill, decode, latency, slo, trace, points, workload}`` for an already loaded report.
+    """``{format, version, run, prefill, decode, latency, slo, trace, points, workload, bursts}`` for an already loaded report.
 
     ``run`` is the runs row (JSON columns as objects); ``prefill`` rows are prefill_list rows plus ``intervals`` (the
     point's prefill_intervals rows, metric -> ``{lo, hi, method, n}``; empty for points without them),
@@ -52,7 +53,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
     the GPU-hour price its costs used, ``gpu_hour_source`` report/stored/config, ``stored_gpu_hour_usd``);
     ``trace`` one object per trace-replay point: its trace_points row, its load_points figures and
     ``arrivals`` (trace_arrivals rows; docs/load.md);
-    ``points`` the run's load_points rows (open-loop and trace points, in point order; docs/load.md);
+    ``points`` the run's load_points rows (open-loop, trace and burst points, in point order; docs/load.md);
+    ``bursts`` the run's burst_points rows (docs/load.md, "Bursts");
     ``workload`` the workload pass (docs/workloads.md): ``reuse`` (the prefix_reuse row, null without a pass),
     ``turns`` (turns rows) and ``ttft_by_cached_fraction`` (its rows, by band).
     """
@@ -83,6 +85,7 @@ def json_of(d: ReportData) -> dict[str, Any]:
         "trace": _plain(d.traces),
         "points": _plain(d.points),
         "workload": _plain({"reuse": d.workload.reuse, "turns": d.workload.turns, "ttft_by_cached_fraction": d.workload.bands}),
+        "bursts": _plain(d.bursts),
     }
 
 
@@ -101,7 +104,9 @@ def _cell_metric(c: Any, key: str, a: float | None, b: float | None, r: float | 
 
 
 def compare_json_of(cmp: Comparison) -> dict[str, Any]:
-    """``{format, version, baseline, runs, method, pairs, best}``; ratios are other / baseline."""
+    """``{format, version, baseline, runs, method, pairs, best, bursts}``; ratios are other / baseline; ``bursts``: each burst
+    valid in the baseline and another run, sent alike, with its burst_points rows and per metric the ratio and its word
+    by the fixed rule (docs/load.md, "Bursts")."""
     pairs = []
     for pair in cmp.pairs.values():
         pairs.append({
@@ -130,6 +135,8 @@ def compare_json_of(cmp: Comparison) -> dict[str, Any]:
         "best": [{"context_label": b.context_label, "context_tokens": b.context_tokens, "concurrency": b.concurrency,
                   "run_id": b.best, "total_tps": b.total_tps, "runner_up": b.runner_up, "margin": b.margin, "same": b.same}
                  for b in cmp.best],
+        "bursts": [{"run_a": cmp.baseline, "run_b": p.run_b, "a": p.a, "b": p.b,
+                    "ratios": {k: {"ratio": r, "verdict": w} for k, (r, w) in p.ratios.items()}} for p in cmp.bursts],
     })
 
 

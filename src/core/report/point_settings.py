@@ -87,6 +87,9 @@ def load_rows(d: ReportData) -> list[tuple[str, str]]:
             rows.append(("Trace replay", trace_point_settings(t.get("path") or p.get("label") or "trace", t.get("time_scale"),
                                                               t.get("replayed"), t.get("shared_prefix_tokens"), t.get("prompt_tokens"))))
             continue
+        if p.get("arrival") == "burst":  # one row per burst: its own settings (burst_points has the rest)
+            rows.append(("Burst", f"{p.get('label') or 'burst'} · max output {_tokens(p.get('max_output'))}"))
+            continue
         label = "Search probes" if configured is not None and p["point"] >= configured else "Open-loop points"
         what = rate_point_settings(p["arrival"], p.get("duration_s"), p.get("context_tokens"), p.get("max_output"), p.get("max_in_flight"))
         groups.setdefault((label, what), []).append(p["requested_rate"])

@@ -2,8 +2,8 @@
 
 Keys are ``<metric>[_p<P>]_<unit>``:
 
-- ``ttft_ms``, ``tpot_ms``, ``e2e_ms``: upper limits in milliseconds (time to first token, time per
-  output token after the first, end-to-end latency);
+- ``ttft_ms``, ``ttfo_ms``, ``tpot_ms``, ``e2e_ms``: upper limits in milliseconds (time to first token, time to
+  the first answer token after any reasoning, time per output token after the first, end-to-end latency);
 - ``tps_min``: a lower limit on a request's own decode rate (tok/s per user);
 - with ``_p<P>`` (``ttft_p99_ms``, ``tps_p99_min``) the limit is on the cell's P-th percentile
   (for ``tps``: P % of requests at least that fast); without, every request must meet it;
@@ -24,7 +24,7 @@ from infermatrix.core.config import ConfigError
 __all__ = ["METRICS", "MLPERF_PRESETS", "Limit", "SloSpec", "parse_slo", "slo_from_table"]
 
 # metric -> (unit suffix, direction): 'max' limits are upper bounds, 'min' lower bounds.
-METRICS: dict[str, tuple[str, str]] = {"ttft": ("ms", "max"), "tpot": ("ms", "max"), "e2e": ("ms", "max"), "tps": ("min", "min")}
+METRICS: dict[str, tuple[str, str]] = {"ttft": ("ms", "max"), "ttfo": ("ms", "max"), "tpot": ("ms", "max"), "e2e": ("ms", "max"), "tps": ("min", "min")}
 _ALIASES = {"e2el": "e2e", "itl": "tpot", "tbt": "tpot"}
 _KEY = re.compile(r"^(?P<metric>[a-z0-9]+?)(?:_p(?P<p>\d+(?:\.\d+)?))?_(?P<unit>ms|min)$")
 
@@ -42,7 +42,7 @@ MLPERF_PRESETS: dict[str, tuple[float, float]] = {
 
 @dataclass(frozen=True)
 class Limit:
-    """One limit: ``metric`` (ttft|tpot|e2e|tps) at ``percentile`` (None: every request)."""
+    """One limit: ``metric`` (ttft|ttfo|tpot|e2e|tps) at ``percentile`` (None: every request)."""
 
     metric: str
     percentile: float | None
@@ -50,7 +50,7 @@ class Limit:
 
     @property
     def column(self) -> str:
-        """The stored metric name: ttft_ms, tpot_ms, e2e_ms, tps."""
+        """The stored metric name: ttft_ms, ttfo_ms, tpot_ms, e2e_ms, tps."""
         return self.metric if self.metric == "tps" else f"{self.metric}_ms"
 
     @property
@@ -103,7 +103,7 @@ def _limit(key: str, raw: Any, where: str) -> Limit | float:
     metric = _ALIASES.get(m.group("metric"), m.group("metric")) if m else None
     if m is None or metric not in METRICS or METRICS[metric][0] != m.group("unit"):
         raise ConfigError(
-            f"{where}: unknown limit {key!r} (keys: ttft_ms, tpot_ms, e2e_ms, tps_min, with _p<P> for a percentile "
+            f"{where}: unknown limit {key!r} (keys: ttft_ms, ttfo_ms, tpot_ms, e2e_ms, tps_min, with _p<P> for a percentile "
             "such as ttft_p99_ms; attainment; or a preset such as mlperf:llama3.1-8b)"
         )
     p = float(m.group("p")) if m.group("p") is not None else None

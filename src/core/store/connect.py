@@ -41,7 +41,9 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 # v10: prefill_interval_rows and the prefill_intervals view (prefill_intervals.sql): each prefill point's 95 % interval
 #     from its cold probes (issue 30 item 1).
 # v11: sweeps over engine settings (sweeps.sql): tables sweeps, sweep_members, run_settings; views sweep_runs,
-#     sweep_frontier, sweep_setting_scores, best_setting (issue 29; docs/tuning.md).
+#     sweep_frontier, sweep_setting_scores, best_setting (issue 29; docs/tuning.md);
+#     TTFO (requests.ttfo_ms / reasoning, point_requests.ttfo_ms / reasoning, the 'ttfo' histogram, the SLO key
+#     ttfo_p<P>_ms) and burst points (burst.sql: bursts, the burst_points view) (issue 31 items 1 and 4).
 SCHEMA_VERSION = 11
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
@@ -54,6 +56,7 @@ SCHEMA_FILES = (
     "workload.sql",  # shared-prefix and multi-turn passes (issue 20; docs/workloads.md)
     "slo_search.sql",  # the SLO search (issue 20): reads points, point_requests, slo_limits and slo_verdicts()
     "trace.sql",  # trace-replay points (issue 20), after load.sql (its view reads points)
+    "burst.sql",  # burst points (issue 31), after load.sql (its view reads points)
     "hosts.sql",  # client hosts of Ray cells (issue 21; docs/distributed.md)
     "telemetry.sql",  # GPU samples per cell (core/engine/telemetry.py)
     "intervals.sql",  # each cell number's 95 % interval (issue 30; docs/metrics.md, "Intervals")

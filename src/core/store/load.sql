@@ -66,6 +66,11 @@ CREATE TABLE IF NOT EXISTS point_requests (
     error           VARCHAR
 );
 
+-- v11: time to the first answer (non-reasoning) token, from the scheduled time as ttft_ms (docs/metrics.md, TTFO),
+-- and whether a reasoning field carried text in the stream.
+ALTER TABLE point_requests ADD COLUMN IF NOT EXISTS ttfo_ms DOUBLE;
+ALTER TABLE point_requests ADD COLUMN IF NOT EXISTS reasoning BOOLEAN;
+
 CREATE OR REPLACE VIEW load_points AS
 SELECT
     run_id, point, arrival, requested_rate, achieved_rate, lag_p50_ms, lag_p99_ms, ks_p, status, reason,

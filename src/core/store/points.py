@@ -11,6 +11,7 @@ from typing import Any
 from infermatrix.core.store.store import Bulk, Store
 from infermatrix.core.store.errors import StoreError
 from infermatrix.core.store.trace_store import trace_statements
+from infermatrix.core.store.burst_store import burst_statements
 
 __all__ = ["POINT_STATUSES", "POINT_COLUMNS", "POINT_REQUEST_COLUMNS", "save_point", "done_points"]
 
@@ -24,7 +25,7 @@ POINT_COLUMNS = (
 )  # fmt: skip
 POINT_REQUEST_COLUMNS = (
     "run_id", "point", "request_no", "request_id", "scheduled", "sent", "first_token", "ended", "lag_ms", "queue_ms",
-    "ttft_ms", "ttft_sent_ms", "e2e_ms", "e2e_sent_ms", "prompt_tokens", "output_tokens", "outcome", "error",
+    "ttft_ms", "ttft_sent_ms", "e2e_ms", "e2e_sent_ms", "prompt_tokens", "output_tokens", "outcome", "error", "ttfo_ms", "reasoning",
 )  # fmt: skip
 
 
@@ -42,6 +43,7 @@ def save_point(store: Store, run_id: str, point: dict[str, Any], requests: list[
         (Bulk, ("point_requests", POINT_REQUEST_COLUMNS, reqs)),
     ]  # fmt: skip
     statements += trace_statements(run_id, point, requests)  # a trace replay's own rows (trace.sql), same transaction
+    statements += burst_statements(run_id, point)  # a burst's own row (burst.sql), same transaction
     store._require_run(run_id)
     store._transaction(f"load point {point['point']} of run {run_id}", statements)
 

@@ -41,8 +41,9 @@ PERCENTILE_GRID = tuple(
 # Looped requests keep their output as evidence; the tail is kept because loops show at the end.
 EVIDENCE_TEXT_BYTES = 4096
 
-# ttft, tbt (per-request mean gap), e2e (request latency), itl (every gap between chunks).
-HISTOGRAM_METRICS = ("ttft", "tbt", "e2e", "itl")
+# ttft, tbt (per-request mean gap), e2e (request latency), itl (every gap between chunks), ttfo (time to the first
+# answer token, the TTFT population's requests that got one: docs/metrics.md).
+HISTOGRAM_METRICS = ("ttft", "tbt", "e2e", "itl", "ttfo")
 
 
 def to_timestamp(value: Any) -> dt.datetime | None:
@@ -141,6 +142,7 @@ def _request_row(run_id: str, c: CellResult, i: int, r: RequestRecord) -> list[A
         r.sent, r.first_token, r.ended, None if ttft is None else ttft * 1000.0,
         r.output_tokens, len(r.events), r.prompt_tokens, r.finish_reason, r.outcome, r.error,
         r.token_source, looped, to_json(evidence), _evidence_text(r.text) if looped else None,
+        None if r.ttfo_s is None else r.ttfo_s * 1000.0, r.reasoning,
     ]
 
 

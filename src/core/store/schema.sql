@@ -230,3 +230,7 @@ CREATE TABLE IF NOT EXISTS cell_repeats (
 -- v9: which repeat a request belongs to (NULL: a cell measured once); request_no is then
 -- (repeat - 1) x 1,000,000 + its position in that repeat, unique within the cell.
 ALTER TABLE requests ADD COLUMN IF NOT EXISTS repeat INTEGER;
+-- v11: time to the first answer (non-reasoning) token, from the send (docs/metrics.md, TTFO; NULL: no answer token
+-- came), and whether a reasoning field carried text in the stream.
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS ttfo_ms DOUBLE;
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS reasoning BOOLEAN;

@@ -51,7 +51,8 @@ SELECT
     q.run_id, q.point, q.request_no, q.outcome, q.output_tokens, q.ttft_ms, q.e2e_ms,
     request_tpot_ms(q.output_tokens, q.first_token, q.ended) AS tpot_ms,
     request_tps(q.output_tokens, q.first_token, q.ended) AS tps,
-    NULL::INTEGER AS context_tokens, NULL::INTEGER AS concurrency, q.outcome = 'ok' AS finished
+    NULL::INTEGER AS context_tokens, NULL::INTEGER AS concurrency, q.outcome = 'ok' AS finished,
+    q.ttfo_ms  -- v11 (docs/metrics.md, TTFO)
 FROM point_requests q
 JOIN points p ON p.run_id = q.run_id AND p.point = q.point
 WHERE p.status = 'valid';

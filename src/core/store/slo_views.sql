@@ -28,7 +28,8 @@ SELECT
     (q.ended - q.sent) * 1000.0 AS e2e_ms,
     request_tps(q.output_tokens, q.first_token, q.ended) AS tps,
     NULL::INTEGER AS point,
-    q.outcome = 'ok' AND q.finish_reason IS NOT NULL AS finished
+    q.outcome = 'ok' AND q.finish_reason IS NOT NULL AS finished,
+    q.ttfo_ms  -- v11: time to the first answer token (docs/metrics.md, TTFO); NULL: no answer token came
 FROM requests q
 JOIN cells c ON c.run_id = q.run_id AND c.context_tokens = q.context_tokens AND c.concurrency = q.concurrency
 LEFT JOIN cell_repeats p ON p.run_id = q.run_id AND p.context_tokens = q.context_tokens AND p.concurrency = q.concurrency
@@ -39,7 +40,7 @@ WHERE c.status = 'valid' AND q.outcome <> 'cancelled' AND q.ended IS NOT NULL
 -- THE SLO judgement (docs/slo.md, docs/metrics.md "SLOs"), one definition for decode cells (slo_cells, over
 -- request_latencies) and open-loop points (slo_points in slo_search.sql, over point_latencies). `population`
 -- names a view of judged requests with the columns run_id, context_tokens, concurrency, point, request_no,
--- finished, output_tokens, ttft_ms, tpot_ms, e2e_ms, tps; a cell is (context_tokens, concurrency) with point NULL,
+-- finished, output_tokens, ttft_ms, ttfo_ms, tpot_ms, e2e_ms, tps; a cell is (context_tokens, concurrency) with point NULL,
 -- a point the other way round.
 --
 -- Per (SLO, judged request): good when it finished and meets every limit of the SLO, whatever the limit's
@@ -50,6 +51,7 @@ WITH judged AS (
            l.percentile,
            CASE l.metric
                WHEN 'ttft_ms' THEN coalesce(r.ttft_ms <= l.limit_value, false)
+               WHEN 'ttfo_ms' THEN coalesce(r.ttfo_ms <= l.limit_value, false)  -- no answer token: not good
                WHEN 'e2e_ms' THEN coalesce(r.e2e_ms <= l.limit_value, false)
                WHEN 'tpot_ms' THEN coalesce(r.tpot_ms <= l.limit_value, true)  -- one token: no TPOT to judge
                WHEN 'tps' THEN coalesce(r.tps >= l.limit_value, true)
@@ -82,6 +84,7 @@ WITH counts AS (
 ), lists AS (  -- every unit with a judged request has a row here, even when none finished (empty lists: unknown)
     SELECT run_id, context_tokens, concurrency, point,
            list_sort(list(ttft_ms) FILTER (WHERE finished AND ttft_ms IS NOT NULL)) AS ttft,
+           list_sort(list(ttfo_ms) FILTER (WHERE finished AND ttfo_ms IS NOT NULL)) AS ttfo,
            list_sort(list(tpot_ms) FILTER (WHERE finished AND tpot_ms IS NOT NULL)) AS tpot,
            list_sort(list(e2e_ms) FILTER (WHERE finished AND e2e_ms IS NOT NULL)) AS e2e,
            list_reverse_sort(list(tps) FILTER (WHERE finished AND tps IS NOT NULL)) AS tps
@@ -93,6 +96,7 @@ WITH counts AS (
         SELECT x.run_id, l.slo, x.context_tokens, x.concurrency, x.point,
                CASE l.metric
                    WHEN 'ttft_ms' THEN nearest_rank(x.ttft, l.percentile / 100.0) <= l.limit_value
+                   WHEN 'ttfo_ms' THEN nearest_rank(x.ttfo, l.percentile / 100.0) <= l.limit_value
                    WHEN 'tpot_ms' THEN nearest_rank(x.tpot, l.percentile / 100.0) <= l.limit_value
                    WHEN 'e2e_ms' THEN nearest_rank(x.e2e, l.percentile / 100.0) <= l.limit_value
                    WHEN 'tps' THEN nearest_rank(x.tps, l.percentile / 100.0) >= l.limit_value

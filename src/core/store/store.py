@@ -47,7 +47,7 @@ _PREFILL_SAMPLE_COLUMNS = ("run_id", "context_tokens", "sample_no", "throwaway",
 _REQUEST_COLUMNS = (
     "run_id", "context_tokens", "concurrency", "request_no", "stream_index", "seq", "sent", "first_token",
     "ended", "ttft_ms", "output_tokens", "chunks", "prompt_tokens", "finish_reason", "outcome", "error",
-    "token_source", "looped", "loop_evidence", "text",
+    "token_source", "looped", "loop_evidence", "text", "ttfo_ms", "reasoning",
 )
 _HISTOGRAM_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "unit", "count", "encoded")
 _PERCENTILE_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "percentile", "value_ms")
@@ -56,7 +56,7 @@ _CHILD_TABLES = ("requests", "histograms", "histogram_percentiles", "cell_host_s
 # Every table that holds a run's rows (keyed by run_id), runs last: every store has them all (connect.SCHEMA_FILES),
 # so deleting, exporting or importing a run takes its search and GPU samples too.
 RUN_TABLES = ("prefill", "prefill_samples", "prefill_interval_rows", "cells", *_CHILD_TABLES, "slo_limits", "run_costs", "points", "point_requests", "workload_passes",
-              "workload_requests", "trace_points", "trace_requests", "slo_searches", "slo_search_probes", "gpu_samples", "run_settings", "runs")
+              "workload_requests", "trace_points", "trace_requests", "bursts", "slo_searches", "slo_search_probes", "gpu_samples", "run_settings", "runs")
 
 
 class Bulk:

@@ -23,7 +23,7 @@ import orjson
 from infermatrix.core.stream.sse import DONE
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["ChunkParser", "chunk_text"]
+__all__ = ["ChunkParser", "chunk_text", "chunk_parts"]
 
 _loads = orjson.loads
 _JSONError = orjson.JSONDecodeError
@@ -31,10 +31,17 @@ _JSONError = orjson.JSONDecodeError
 
 def chunk_text(choice: dict[str, Any]) -> str:
     """Output text of one choice: completions ``text``, chat ``delta.content`` / reasoning fields."""
+    reasoning, content = chunk_parts(choice)
+    return reasoning + content
+
+
+def chunk_parts(choice: dict[str, Any]) -> tuple[str, str]:
+    """(reasoning, answer) text of one choice. Completions ``text`` is all answer: the API has no reasoning field,
+    so a completions stream's first answer token is its first token (docs/metrics.md, TTFO)."""
     if "text" in choice:
-        return choice.get("text") or ""
+        return "", choice.get("text") or ""
     delta = choice.get("delta") or {}
-    return (delta.get("reasoning_content") or delta.get("reasoning") or "") + (delta.get("content") or "")
+    return delta.get("reasoning_content") or delta.get("reasoning") or "", delta.get("content") or ""
 
 
 def _dig(obj: Any, path: tuple[str, ...]) -> Any:
@@ -107,11 +114,20 @@ class ChunkParser:
                 continue
             if len(choices) == 1:  # the usual shape, without a join
                 c0 = choices[0]
-                text = (c0["text"] or "") if "text" in c0 else chunk_text(c0)
+                if "text" in c0:
+                    text = answer = c0["text"] or ""
+                else:
+                    reasoning, answer = chunk_parts(c0)
+                    text = reasoning + answer
+                    if reasoning:
+                        rec.reasoning = True
                 if c0.get("finish_reason"):
                     rec.finish_reason = c0["finish_reason"]
             else:
-                text = "".join(chunk_text(c) for c in choices)
+                parts = [chunk_parts(c) for c in choices]
+                answer = "".join(a for _, a in parts)
+                text = "".join(r + a for r, a in parts)
+                rec.reasoning = rec.reasoning or any(r for r, _ in parts)
                 for c in choices:
                     if c.get("finish_reason"):
                         rec.finish_reason = c["finish_reason"]
@@ -132,6 +148,8 @@ class ChunkParser:
             if self.first_ns is None and (text or (cum is not None and n > 0)):
                 self.first_ns = t_ns
                 rec.first_token = t_ns / 1e9  # set live: the ramp waits for every stream's first token
+            if answer and rec.first_content is None:  # TTFO: the first answer (non-reasoning) text, same read's time
+                rec.first_content = t_ns / 1e9
             if text and self.keep_text:
                 self.parts.append(text)
                 self.chars += len(text)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from infermatrix.core.report.data import ReportData
 from infermatrix.core.report.model import Section
+from infermatrix.core.report.sections.answer import answer_section
+from infermatrix.core.report.sections.burst import burst_section
 from infermatrix.core.report.sections.charts import charts_section
 from infermatrix.core.report.sections.decode import decode_section
 from infermatrix.core.report.sections.measurements import measurements_section, nothing_section
@@ -21,10 +23,11 @@ __all__ = ["report_sections", "slo_sections"]
 
 def report_sections(d: ReportData, charts: bool = False) -> list[Section]:
     """The run's sections after its header: prefill, the decode matrix, (charts), the SLO sections, all measurements,
-    open-loop points, trace replay, the workload pass; or a notice that nothing was measured. Those a run lacks are left out."""
+    time to first answer token (reasoning runs), open-loop points, bursts, trace replay, the workload pass; or a notice that nothing was measured. Those a run lacks are left out."""
     labels = {d.run_id: f"{d.run_id} ({d.run.get('engine') or '?'})"} if charts else None
     found = [
         prefill_section(d), decode_section(d), charts_section(d) if charts else None, *slo_sections(d.slo, labels=labels),
-        measurements_section(d), openloop_section(d, charts), trace_section(d), workload_section(d), nothing_section(d),
+        measurements_section(d), answer_section(d), openloop_section(d, charts), burst_section(d), trace_section(d), workload_section(d),
+        nothing_section(d),
     ]  # fmt: skip
     return [s for s in found if s is not None]

@@ -23,6 +23,6 @@ def measurements_section(d: ReportData) -> Section | None:
 
 def nothing_section(d: ReportData) -> Section | None:
     """A bare notice when the run has no prefill, decode, point or workload row."""
-    if d.prefill or d.decode or d.points or d.workload.reuse:
+    if d.prefill or d.decode or d.points or d.bursts or d.workload.reuse:
         return None
     return Section("", "", [Notice(NOTHING_MEASURED)])

@@ -1,0 +1,121 @@
+"""A burst point (``[[load]] kind = "burst"``; docs/load.md, "Bursts"): a fixed number of requests, at most
+``concurrency`` in flight, timed from the first request sent to the last one's end — the batch-job question ("how
+long do 1,000 requests take?") that the peers' request-count modes answer (docs/load.md compares them).
+
+The requests go through the open-loop sender (core/load/openloop.py) with every offset 0 and the in-flight cap as
+the concurrency: the cap's FIFO queue is the burst's backlog, and a request is due when its slot frees, so its TTFT
+and e2e count from then (its wait for a slot is ``queue_ms``, not latency). Its tail — the last requests running
+with fewer than ``concurrency`` in flight, nothing left to send — is measured, not hidden: the burst's throughput is
+its whole duration's, and the rate before the tail is stored beside it (docs/metrics.md, "Bursts").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from infermatrix.core.config import BurstLoadConfig, RunConfig
+from infermatrix.core.contexts import format_context
+from infermatrix.core.load.openloop import SendPlan, percentile
+from infermatrix.core.load.point_send import output_tokens, request_row, send_point
+from infermatrix.core.stream.client import encode_body
+from infermatrix.core.types import RequestRecord
+
+if TYPE_CHECKING:
+    from infermatrix.core.load.context import RunContext
+
+__all__ = ["is_burst", "burst_label", "burst_context", "measure_burst_point", "burst_point_rows", "burst_tail"]
+
+
+def is_burst(lc: Any) -> bool:
+    return isinstance(lc, BurstLoadConfig)
+
+
+def burst_context(cfg: RunConfig, lc: BurstLoadConfig) -> int:
+    """The burst's prompt tokens: its own, else the first matrix context, else 1024 (as a rate point's)."""
+    return lc.context or (cfg.matrix.contexts[0] if cfg.matrix.contexts else 1024)
+
+
+def burst_label(cfg: RunConfig, lc: BurstLoadConfig) -> str:
+    stop = " natural stop" if lc.natural_stop else ""
+    return f"burst {lc.requests}@{lc.in_flight} {format_context(burst_context(cfg, lc))}{stop}"
+
+
+async def measure_burst_point(rc: RunContext, index: int, lc: BurstLoadConfig, state: dict[str, Any]) -> None:
+    """Prompts and bodies first (outside the timing), then every request released at once behind the cap; fills ``state``."""
+    runner, phase = rc.runner, rc.steps.phase
+    ctx = burst_context(rc.cfg, lc)
+    state.update(offsets=[0.0] * lc.requests, records={}, ids={})
+    phase("prompts")
+    bodies = []
+    for i in range(lc.requests):
+        prompt = await rc.workload.prompt(ctx, f"burst{index}/r{i}", distinct=True)
+        bodies.append(encode_body(runner._body(prompt, lc.max_output, ignore_eos=False if lc.natural_stop else None)))
+    phase("measure")
+    await send_point(runner, state, index, state["offsets"], bodies, lc.in_flight)
+
+
+def burst_tail(records: list[RequestRecord]) -> dict[str, Any]:
+    """The burst's span and its tail from the requests that were written: first sent, last end, when the tail began
+    (the first request end after the last request was sent: from then on fewer than ``concurrency`` are in flight
+    and none waits), and the request and token rates before it."""
+    written = [r for r in records if r.written]
+    ends = [r.ended for r in written if r.ended is not None]
+    if not written or not ends:
+        return {}
+    first, last_sent, last = min(r.sent for r in written), max(r.sent for r in written), max(ends)
+    tail_start = min((e for e in ends if e >= last_sent), default=last)
+    before = tail_start - first
+    done_before = sum(1 for r in written if r.outcome == "ok" and r.ended is not None and r.ended <= tail_start)
+    tokens_before = sum(n for r in written for t, n in r.events if t <= tail_start)
+    return {
+        "first_sent": first, "last_end": last, "duration_s": last - first, "tail_start": tail_start, "tail_s": last - tail_start,
+        "steady_request_rate": done_before / before if before > 0 else None,
+        "steady_output_tps": tokens_before / before if before > 0 else None,
+    }  # fmt: skip
+
+
+def burst_point_rows(
+    rc: RunContext, index: int, lc: BurstLoadConfig, state: dict[str, Any], status: str | None, reason: str | None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The point's ``points`` row (with its ``bursts`` row under ``"burst"``) and its request rows; ``status`` None:
+    ``valid`` when every request ended ok, else ``error`` with the first failure."""
+    plan: SendPlan | None = state.get("plan")
+    records: dict[int, RequestRecord] = state.get("records", {})
+    ids: dict[int, str] = state.get("ids", {})
+    reqs, recs = [], []
+    for s in plan.sent if plan is not None else []:
+        rec = records.get(s.index)
+        if rec is None:
+            continue
+        recs.append(rec)
+        reqs.append(request_row(s, rec, ids.get(s.index), due=s.released))  # due when its slot freed: the wait is queue_ms
+    ok = [r for r in reqs if r["outcome"] == "ok"]
+    tail = burst_tail(recs)
+    duration, out_tokens = tail.get("duration_s"), sum(output_tokens(r) for r in recs)
+    lags = [r["lag_ms"] for r in reqs if r["lag_ms"] is not None and r["sent"] is not None]
+
+    def q(col: str, p: float) -> float | None:
+        return percentile([r[col] for r in ok if r[col] is not None], p)
+
+    row: dict[str, Any] = {
+        "point": index, "label": burst_label(rc.cfg, lc), "arrival": "burst", "requested_rate": None, "duration_s": duration,
+        "context_tokens": burst_context(rc.cfg, lc), "max_output": lc.max_output, "max_in_flight": lc.in_flight, "seed": None,
+        "scheduled": lc.requests, "scheduled_rate": None, "sent": sum(1 for r in reqs if r["sent"] is not None),
+        "achieved_rate": len(ok) / duration if duration else None, "lag_p50_ms": percentile(lags, 0.5), "lag_p99_ms": percentile(lags, 0.99),
+        "lag_max_ms": max(lags, default=None), "queued": max(0, len(reqs) - lc.in_flight), "max_queue": plan.max_queue if plan else 0,
+        "completed": len(ok), "failed": len(reqs) - len(ok), "output_tokens": out_tokens,
+        "output_tps": out_tokens / duration if duration else None, "origin": tail.get("first_sent"),
+        "ttft_p50_ms": q("ttft_ms", 0.5), "ttft_p99_ms": q("ttft_ms", 0.99), "ttft_sent_p50_ms": q("ttft_sent_ms", 0.5),
+        "ttft_sent_p99_ms": q("ttft_sent_ms", 0.99), "e2e_p50_ms": q("e2e_ms", 0.5), "e2e_p99_ms": q("e2e_ms", 0.99),
+        "burst": {**tail, "requests": lc.requests, "concurrency": lc.in_flight, "natural_stop": lc.natural_stop,
+                  "ttfo_p50_ms": q("ttfo_ms", 0.5), "ttfo_p99_ms": q("ttfo_ms", 0.99)},
+    }  # fmt: skip
+    if status is None:
+        status, reason = "valid", None
+        if not reqs:
+            status, reason = "error", "no request was sent"
+        elif len(ok) < len(reqs):
+            first = next((r["error"] or r["outcome"] for r in reqs if r["outcome"] != "ok"), "")
+            status, reason = "error", f"{len(reqs) - len(ok)} of {len(reqs)} requests failed (first: {first})"
+    row.update(status=status, reason=reason)
+    return row, reqs

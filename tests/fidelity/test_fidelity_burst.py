@@ -1,0 +1,56 @@
+"""Burst points against the sim over loopback (docs/load.md, "Bursts"): the server's own record (``/debug/truth``:
+each request's ``received`` and ``finished``) holds exactly the point's requests, never more than its concurrency at
+once, over the span the point stores — from the first request sent to the last one's end — and the tail the point
+reports is the server's last requests running with fewer than ``concurrency`` in flight."""
+
+import pytest
+from bars import BURST_SPAN_MS, OPENLOOP_CAP_OVERLAP_S
+
+from infermatrix.testing import run_matrix, sim_server
+
+pytestmark = pytest.mark.slow
+
+MATRIX = {"contexts": [], "prefill_contexts": [256], "prefill_samples": 1}
+CONTRACT = ["run_id", "point", "requests", "concurrency", "context_tokens", "status", "duration_s", "request_rate", "output_tps",
+            "ttft_p50_ms", "ttft_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "completed"]
+
+
+def _max_in_flight(spans: list[tuple[float, float]]) -> int:
+    """The most requests the server held at once (a request counts from receipt to finish; ends first at a tie)."""
+    edges = sorted([(a + OPENLOOP_CAP_OVERLAP_S, 1) for a, _ in spans] + [(b, -1) for _, b in spans], key=lambda e: (e[0], e[1]))
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_a_burst_matrix_matches_the_servers_record_of_its_requests_and_span():
+    load = [{"kind": "burst", "requests": [10], "concurrency": [3, 10], "context": 256, "max_output": 24}]
+    with sim_server() as sim:
+        result = run_matrix({"kind": "openai", "base_url": sim.base_url}, matrix=MATRIX, config={"load": load})
+        truth = sim.truth()["requests"]
+    assert result.status == "completed", result.error
+    rows = result.query("SELECT * FROM burst_points WHERE run_id = ? ORDER BY point", [result.run_id])
+    assert list(rows[0])[: len(CONTRACT)] == CONTRACT
+    assert [(r["requests"], r["concurrency"]) for r in rows] == [(10, 3), (10, 10)]  # the lists expanded, in order
+    for b in rows:
+        mine = [t for t in truth if f"-load-{b['point']}-r" in (t["request_id"] or "")]
+        assert b["status"] == "valid", b["reason"]
+        assert len(mine) == b["requests"] == b["completed"]  # the server saw every request, once
+        assert all(t["output_tokens"] == 24 and t["prompt_tokens"] == 256 for t in mine)
+        spans = [(t["received"], t["finished"]) for t in mine]
+        assert _max_in_flight(spans) <= b["concurrency"]  # the cap held, on the server's side
+        server_s = max(f for _, f in spans) - min(r for r, _ in spans)
+        assert 0 <= (b["duration_s"] - server_s) * 1000 < BURST_SPAN_MS, (b["duration_s"], server_s)
+        assert b["request_rate"] == pytest.approx(b["completed"] / b["duration_s"])
+        assert b["output_tps"] == pytest.approx(sum(t["output_tokens"] for t in mine) / b["duration_s"])
+        # The tail: from the first finish after the last receipt to the last finish, on the server's clock.
+        last_in = max(r for r, _ in spans)
+        server_tail = max(f for _, f in spans) - min(f for _, f in spans if f >= last_in)
+        assert abs(b["tail_s"] - server_tail) * 1000 < BURST_SPAN_MS, (b["tail_s"], server_tail)
+    # Requests waited for a slot only where the cap was below the request count; that wait is not their latency.
+    reqs = result.query("SELECT point, queue_ms, ttft_ms, ttft_sent_ms FROM point_requests WHERE run_id = ?", [result.run_id])
+    waited = {b["point"]: max(r["queue_ms"] for r in reqs if r["point"] == b["point"]) for b in rows}
+    assert waited[rows[0]["point"]] > waited[rows[1]["point"]]  # 10 at 3: seven waited for a slot; 10 at 10: none did
+    assert all(r["ttft_ms"] >= r["ttft_sent_ms"] for r in reqs)
