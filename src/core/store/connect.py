@@ -40,7 +40,8 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 #     judge a repeated cell's request by its own repeat's window (issue 30).
 # v10: prefill_interval_rows and the prefill_intervals view (prefill_intervals.sql): each prefill point's 95 % interval
 #     from its cold probes (issue 30 item 1).
-SCHEMA_VERSION = 10
+# v11: tasks.sql: task_requests and the task_results view (issue 31 item 2: natural-length completions, task accuracy).
+SCHEMA_VERSION = 11
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
 # and bumps SCHEMA_VERSION (tests/store/test_schema_files.py checks both).
@@ -50,6 +51,7 @@ SCHEMA_FILES = (
     "slo_views.sql",  # SLO judgement (docs/slo.md), reads decode_matrix
     "load.sql",  # open-loop points (issue 20)
     "workload.sql",  # shared-prefix and multi-turn passes (issue 20; docs/workloads.md)
+    "tasks.sql",  # the tasks workload's judged tasks and task_results (issue 31 item 2), after workload.sql
     "slo_search.sql",  # the SLO search (issue 20): reads points, point_requests, slo_limits and slo_verdicts()
     "trace.sql",  # trace-replay points (issue 20), after load.sql (its view reads points)
     "hosts.sql",  # client hosts of Ray cells (issue 21; docs/distributed.md)
