@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 __all__ = ["Judged", "judge", "extract_answer", "normalize"]
 
-_MARK = re.compile(r"(?:answer\s*[:：]|####)[ \t]*([^\n]*)", re.I)
+_MARK = re.compile(r"(?:answer\s*[:：]|####)", re.I)
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 _NUMERIC = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -29,8 +29,7 @@ class Judged:
 
 
 def normalize(s: str) -> str:
-    s = " ".join(s.strip().strip("*`_\"'").strip().rstrip(".").split()).casefold()
-    s = s.strip("\"'")
+    s = " ".join(s.strip(" \t*`_\"'$").rstrip(".").strip(" \t*`_\"'$").split()).casefold()  # markup, quotes, a full stop
     plain = s.replace(",", "") if _NUMBER.fullmatch(s) else s
     if _NUMERIC.fullmatch(plain):
         num = float(plain)
@@ -39,7 +38,7 @@ def normalize(s: str) -> str:
 
 
 def extract_answer(text: str, expected: str | None = None) -> str | None:
-    marks = [m.group(1).strip() for m in _MARK.finditer(text)]
+    marks = [text[m.end():].split("\n", 1)[0].strip() for m in _MARK.finditer(text)]  # each mark's rest of line
     marks = [m for m in marks if m]
     if marks:
         return marks[-1]
