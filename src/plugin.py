@@ -40,7 +40,7 @@ from infermatrix.core.types import Capacity, EngineInfo, LoopFinding, Prompt, Se
 from infermatrix.core.prompt_builder import PROSE_WORDS, PromptBuilder, prompt_tolerance
 from infermatrix.core.workload_options import TokenLengths, check_lengths, draw_length, parse_workload_options
 from infermatrix.core.tasks.builtin import KINDS as TASK_KINDS, Task, make_tasks, solve as solve_task
-from infermatrix.core.tasks.judge import judge
+from infermatrix.core.tasks.judge import judge as judge_task
 from infermatrix.core.tasks.stats import StopRule, mean_interval
 from infermatrix.core.tasks.taskfile import TaskFileError, read_task_file
 from infermatrix.core.types import TaskOutcome
@@ -98,7 +98,7 @@ __all__ = [
     "TASK_KINDS",
     "make_tasks",
     "solve_task",
-    "judge",
+    "judge_task",
     "read_task_file",
     "TaskFileError",
     "StopRule",

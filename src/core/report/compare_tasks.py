@@ -48,12 +48,14 @@ def _judged(store: Store, run_id: str) -> dict[str, dict[str, bool]]:
 
 
 def _one(task_set: str, a: dict[str, Any], b: dict[str, Any], ja: dict[str, bool], jb: dict[str, bool]) -> TaskComparison:
+    a_only: int | None = None
+    b_only: int | None = None
+    p: float | None
     if ja and ja.keys() == jb.keys():
         a_only = sum(ja[k] and not jb[k] for k in ja)
         b_only = sum(jb[k] and not ja[k] for k in ja)
         test, p, diff = "mcnemar-exact", mcnemar_exact(a_only, b_only), b_only - a_only
     else:
-        a_only = b_only = None
         test, p = "two-proportion-z", two_proportions(a["correct"], a["n"], b["correct"], b["n"])
         diff = (b["accuracy"] or 0) - (a["accuracy"] or 0)
     verdict = "not comparable" if p is None else "same" if p >= SIGNIFICANCE or diff == 0 else "more accurate" if diff > 0 else "less accurate"
