@@ -8,6 +8,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "workload": "infermatrix.plugins.workload",
     "shared-prefix": "infermatrix.plugins.shared_prefix",
     "multi-turn": "infermatrix.plugins.multi_turn",
+    "tasks": "infermatrix.plugins.tasks",
     "loops": "infermatrix.plugins.loops",
     "vllm": "infermatrix.plugins.vllm.plugin",
     "sglang": "infermatrix.plugins.sglang.plugin",

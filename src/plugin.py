@@ -39,6 +39,11 @@ from infermatrix.core.engine.traits import (
 from infermatrix.core.types import Capacity, EngineInfo, LoopFinding, Prompt, Session, SessionWorkload, Tokenizer, Workload, WorkloadRequest
 from infermatrix.core.prompt_builder import PROSE_WORDS, PromptBuilder, prompt_tolerance
 from infermatrix.core.workload_options import TokenLengths, check_lengths, draw_length, parse_workload_options
+from infermatrix.core.tasks.builtin import KINDS as TASK_KINDS, Task, make_tasks, solve as solve_task
+from infermatrix.core.tasks.judge import judge as judge_task
+from infermatrix.core.tasks.stats import StopRule, mean_interval
+from infermatrix.core.tasks.taskfile import TaskFileError, read_task_file
+from infermatrix.core.types import TaskOutcome
 
 __all__ = [
     "hookimpl",
@@ -87,6 +92,17 @@ __all__ = [
     "check_lengths",
     "draw_length",
     "parse_workload_options",
+    # tasks with checkable answers (the built-in tasks workload; the sim answers the built-in set with solve_task)
+    "Task",
+    "TaskOutcome",
+    "TASK_KINDS",
+    "make_tasks",
+    "solve_task",
+    "judge_task",
+    "read_task_file",
+    "TaskFileError",
+    "StopRule",
+    "mean_interval",
     # Prometheus text helpers
     "metric_value",
     "scan_values",

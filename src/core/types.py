@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence, runtime_checkable
 
+from infermatrix.core.tasks.builtin import Task
+
 __all__ = [
     "Capacity",
     "EngineInfo",
@@ -14,6 +16,7 @@ __all__ = [
     "WorkloadRequest",
     "Session",
     "SessionWorkload",
+    "TaskOutcome",
     "LoopFinding",
     "RequestRecord",
     "OUTCOMES",
@@ -91,6 +94,8 @@ class WorkloadRequest:
     shared_tokens: int = 0
     think_s: float = 0.0  # wait before sending it (after the session's previous reply)
     labels: dict[str, int] = field(default_factory=dict)
+    ignore_eos: bool | None = None  # None: the run's matrix.ignore_eos; a task is sent with False (its natural length)
+    task: Task | None = None  # a task with a checkable answer: the runner judges the reply and stores it (tasks)
 
 
 class Session(Protocol):
@@ -98,8 +103,23 @@ class Session(Protocol):
 
     async def next(self, reply: str | None, prompt_tokens: int | None) -> WorkloadRequest | None:
         """The next request, given the previous one's streamed reply text and its server-counted prompt
-        tokens (both ``None`` before the first, or when it failed); ``None`` ends the session."""
+        tokens (both ``None`` before the first, or when it failed); ``None`` ends the session.
+
+        A session may also have ``observe(outcome: TaskOutcome)``: the runner calls it with each judged task of
+        the session before asking for the next request (the ``tasks`` workload's auto-stop reads it)."""
         ...
+
+
+@dataclass
+class TaskOutcome:
+    """A judged task (a ``WorkloadRequest`` with ``task``): what ``Session.observe`` gets and the store keeps."""
+
+    task: Task
+    output_tokens: int | None
+    reasoning_tokens: int | None  # the server's usage.completion_tokens_details.reasoning_tokens; None: not reported
+    extracted: str | None
+    correct: bool
+    ok: bool  # the request ended normally (a failed request is stored, not judged right)
 
 
 @runtime_checkable
@@ -170,6 +190,7 @@ class RequestRecord:
     opened: float | None = None  # when the client began the request (before connecting): it is in flight from then
     written: bool = False  # the last byte was written (``sent`` is that time); False: it never got that far (a pool wait, a refused connect)
     staggered: bool = False  # a stream's first request, shortened so the streams' ends spread out (measure/stagger.py)
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, when the server reports it
 
     @property
     def output_tokens(self) -> int:

@@ -30,7 +30,7 @@ ORDER = {
     "histogram_percentiles": "run_id, context_tokens, concurrency, metric, percentile",
     "slo_limits": "run_id, slo, metric, percentile", "run_costs": "run_id",
     "points": "run_id, point", "point_requests": "run_id, point, request_no",
-    "workload_passes": "run_id", "workload_requests": "run_id, request_no",
+    "workload_passes": "run_id", "workload_requests": "run_id, request_no", "task_requests": "run_id, request_no",
     "trace_points": "run_id, point", "trace_requests": "run_id, point, request_no", "bursts": "run_id, point",
     "cell_host_stats": "run_id, context_tokens, concurrency, host", "cell_interval_rows": "run_id, context_tokens, concurrency, metric",
     "slo_searches": "run_id", "slo_search_probes": "run_id, probe", "gpu_samples": "run_id, context_tokens, concurrency, gpu, t",
@@ -55,7 +55,9 @@ def source_file(tmp_path_factory):
                    [{"request_no": i, "request_id": f"r{i}", "scheduled": float(i), "sent": i + 0.001} for i in range(3)])  # fmt: skip
         save_workload_pass(s, a, {"workload": "multi-turn", "status": "valid", "params": {"turns": 2}, "implied_reuse": 0.4},
                            [{"request_no": t, "conversation": 0, "turn": t + 1, "ttft_ms": 5.0 + t, "outcome": "ok", "reply": "a b",
-                             "messages": [{"role": "user", "content": "x"}] * (t + 1)} for t in range(2)])  # fmt: skip
+                             "messages": [{"role": "user", "content": "x"}] * (t + 1),
+                             **({"task_set": "builtin", "task_id": "b-1-0", "expected": "4", "extracted": "4", "correct": True} if t == 0 else {})}
+                            for t in range(2)])  # fmt: skip  (a judged task's row travels too: task_requests)
         save_point(s, a, {"point": 1, "arrival": "trace", "status": "valid", "trace": {"format": "mooncake", "replayed": 2}},
                    [{"request_no": i, "request_id": f"t{i}", "trace_index": i, "shared_prefix_tokens": 512 * i} for i in range(2)])  # fmt: skip
         save_point(s, a, {"point": 2, "arrival": "burst", "status": "valid", "burst": {"requests": 2, "concurrency": 1, "tail_s": 0.5}},

@@ -110,6 +110,29 @@ def _set_version(con: duckdb.DuckDBPyConnection, version: int) -> None:
 V7_MACROS = ("nearest_rank", "wilson_bound", "wilson_score", "request_tpot_ms", "request_tps")
 
 
+def make_v10(path) -> str:
+    """A store as schema v10 left it: no task_requests table, no task_results view (v11, issue 31 item 2)."""
+    with Store(path) as s:
+        run_id, _, _ = fill_run(s, seed=1, other=False)
+    con = duckdb.connect(str(path))
+    con.execute("DROP VIEW task_results")
+    con.execute("DROP TABLE task_requests")
+    _set_version(con, 10)
+    con.close()
+    return run_id
+
+
+def test_v10_database_gains_the_task_table_and_view_on_a_read_only_open(tmp_path):
+    path = tmp_path / "v10.duckdb"
+    run_id = make_v10(path)
+    assert not {"task_results", "task_requests"} & objects(path)
+    with Store(path, read_only=True) as s:
+        assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
+        assert s.query("SELECT count(*) FROM task_results WHERE run_id = ?", [run_id])[1] == [(0,)]
+        assert "# Speed test matrix" in render_markdown(s, run_id)
+    assert {"task_results", "task_requests"} <= objects(path)
+
+
 def make_v9(path) -> str:
     """A store as schema v9 left it: no prefill_interval_rows table, no prefill_intervals view (v10, issue 30)."""
     with Store(path) as s:

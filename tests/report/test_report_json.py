@@ -17,7 +17,7 @@ def test_json_keys_are_stable(filled):
     doc = render_json(store, run_id)
     assert tuple(doc) == TOP_KEYS == ("format", "version", "run", "prefill", "decode", "latency", "slo", "trace", "points", "workload",
                                             "bursts")
-    assert tuple(doc["workload"]) == ("reuse", "turns", "ttft_by_cached_fraction")
+    assert tuple(doc["workload"]) == ("reuse", "turns", "ttft_by_cached_fraction", "tasks")
     assert tuple(doc["slo"]) == ("cells", "capacity", "frontier", "engine_stats", "search", "search_probes", "price")
     assert all(list(r) == columns(store, "frontier") for r in doc["slo"]["frontier"]) and doc["slo"]["frontier"]
     assert set(doc["run"]) == set(RUN_COLUMNS)

@@ -127,7 +127,7 @@ def test_json_carries_points_and_the_workload(load_db):
     assert (w["reuse"]["workload"], w["reuse"]["implied_reuse"], w["reuse"]["engine_hit_rate"]) == ("multi-turn", 0.24, 0.25)
     assert [(t["turn"], t["context_tokens"], t["ttft_p50_ms"]) for t in w["turns"]] == [(1, 100, 10.0), (2, 300, 20.0)]
     assert sum(b["requests"] for b in w["ttft_by_cached_fraction"]) == 4
-    assert none["points"] == [] and none["workload"] == {"reuse": None, "turns": [], "ttft_by_cached_fraction": []}
+    assert none["points"] == [] and none["workload"] == {"reuse": None, "turns": [], "ttft_by_cached_fraction": [], "tasks": []}
     json.loads(json.dumps(doc))
 
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infermatrix.core.contexts import format_context
+from infermatrix.core.report.compare_tasks import TASK_COMPARE_CAPTION, TASK_COMPARE_HEADERS, task_compare_rows
 from infermatrix.core.report.compare_data import (
     METRICS,
     SAME_WITHIN,
@@ -220,6 +221,12 @@ def render_compare_text(store: Store, run_ids: list[str], console: Console) -> N
             console.print(t)
         for line in measured_by_one_lines(cmp, pair):
             console.print(Text(line, style="dim"))
+        if cmp.tasks.get(pair.run_b):
+            t = Table(*TASK_COMPARE_HEADERS, header_style="bold", show_edge=False, title="Tasks", title_justify="left",
+                      caption=TASK_COMPARE_CAPTION, caption_justify="left")  # fmt: skip
+            for line_cells in task_compare_rows(cmp.tasks[pair.run_b]):
+                t.add_row(*line_cells)
+            console.print(t)
     if cmp.best:
         header, grid = best_grid(cmp)
         console.print()
@@ -262,6 +269,9 @@ def render_compare_markdown(store: Store, run_ids: list[str]) -> str:
             out += ["**Cells only one side could run**", "", md_table(header, plain, "rrrrl"), ""]
         for line in measured_by_one_lines(cmp, pair):
             out += [f"_{md_escape(line)}_", ""]
+        if cmp.tasks.get(pair.run_b):
+            out += ["**Tasks**", "", md_escape(TASK_COMPARE_CAPTION), "",
+                    md_table(list(TASK_COMPARE_HEADERS), task_compare_rows(cmp.tasks[pair.run_b]), "l" + "r" * 10), ""]
     if cmp.best:
         header, grid = best_grid(cmp)
         out += ["## Best run per cell", "", md_escape(BEST_CAPTION), "", md_table(header, grid, "r" * len(header)), ""]

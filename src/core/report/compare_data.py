@@ -20,6 +20,7 @@ from typing import Any
 from infermatrix.core.contexts import format_context, parse_context
 from infermatrix.core.intervals import Interval, Verdict, verdict_of
 from infermatrix.core.intervals.tdist import Z95
+from infermatrix.core.report.compare_tasks import TaskComparison, compare_tasks
 from infermatrix.core.report.data import Intervals, load_intervals
 from infermatrix.core.report.fmt import fmt_ms, fmt_ratio, fmt_tokens, fmt_tps, status_label
 from infermatrix.core.report.query import view_rows
@@ -171,6 +172,7 @@ class Comparison:
     decode: dict[str, dict[tuple[int, int], dict[str, Any]]]
     intervals: dict[str, Intervals] = field(default_factory=dict)  # run -> cell -> metric -> interval
     bursts: list[BurstPair] = field(default_factory=list)  # bursts valid in A and another run, alike (docs/load.md, "Bursts")
+    tasks: dict[str, list[TaskComparison]] = field(default_factory=dict)  # run B -> its task sets against A's (compare_tasks.py)
 
     @property
     def baseline(self) -> str:
@@ -300,7 +302,8 @@ def load_comparison(store: Store, run_ids: list[str]) -> Comparison:
     for b, pair in pairs.items():
         _judge(pair, intervals[ids[0]], intervals[b])
     diffs, unknown = _method(store, runs, letters)
-    return Comparison(runs, letters, pairs, _best(decode), diffs, unknown, decode, intervals, _burst_pairs(store, ids))
+    tasks = {b: compare_tasks(store, ids[0], b) for b in ids[1:]}
+    return Comparison(runs, letters, pairs, _best(decode), diffs, unknown, decode, intervals, _burst_pairs(store, ids), tasks)
 
 
 # --fail-if-slower's metrics -> (the cell_intervals metric, the decode_matrix column without intervals, higher is better)

@@ -19,6 +19,7 @@ from infermatrix.core.report.compare import (
     summary_rows,
     warning_lines,
 )
+from infermatrix.core.report.compare_tasks import TASK_COMPARE_CAPTION, TASK_COMPARE_HEADERS, task_compare_rows
 from infermatrix.core.report.compare_data import Comparison, Pair, describe_run, load_comparison
 from infermatrix.core.report.fmt import fmt_ratio, fmt_tps
 from infermatrix.core.report.html import html_sections
@@ -89,6 +90,9 @@ def compare_html_of(cmp: Comparison, slo: str = "") -> str:
             header, plain = one_sided_rows(cmp, pair)
             body.append("<h3>Cells only one side could run</h3>" + table(header, plain, align="rrrrl", cls="one-sided"))
         body += [f'<p class="muted">{esc(line)}</p>' for line in measured_by_one_lines(cmp, pair)]
+        if cmp.tasks.get(pair.run_b):
+            body.append(f'<h3>Tasks</h3><p class="caption">{esc(TASK_COMPARE_CAPTION)}</p>'
+                        + table(list(TASK_COMPARE_HEADERS), task_compare_rows(cmp.tasks[pair.run_b]), align="l" + "r" * 10, cls="tasks"))
         if pair.cells or pair.one_sided:
             figures.append(Chart(f"ratio-{b.lower()}", f"{b}/A total tok/s", "Green: B faster, red: slower (log colour scale).",
                                  _ratio_heatmap(cmp, pair)))

@@ -97,6 +97,7 @@ class WorkloadReport:
     bands: list[dict[str, Any]] = field(default_factory=list)  # ttft_by_cached_fraction, by band
     turns: list[dict[str, Any]] = field(default_factory=list)  # the turns view, by turn
     params: dict[str, Any] | None = None  # the pass's parameters as run (workload_passes.params), for the header
+    tasks: list[dict[str, Any]] = field(default_factory=list)  # task_results rows, by task set (the tasks workload)
 
 
 @dataclass
@@ -222,6 +223,7 @@ def load_workload_report(store: Store, run_id: str) -> WorkloadReport:
         params=json.loads(raw) if isinstance(raw, str) else raw,
         bands=view_rows(store, "SELECT * FROM ttft_by_cached_fraction WHERE run_id = ? ORDER BY band", [run_id]),
         turns=view_rows(store, "SELECT * FROM turns WHERE run_id = ? ORDER BY turn", [run_id]),
+        tasks=view_rows(store, "SELECT * FROM task_results WHERE run_id = ? ORDER BY task_set", [run_id]),
     )
 
 

@@ -168,6 +168,13 @@ def fmt_usd(v: float | None) -> str:
     return f"${v:.3f}" if v < 1 else f"${v:,.2f}"
 
 
+def fmt_p(v: float | None) -> str:
+    """A test's p-value, three significant digits: ``0.01234 -> "0.0123"``, ``1.0 -> "1"``."""
+    if _missing(v):
+        return DASH
+    return f"{v:.3g}"
+
+
 def fmt_ratio(r: float | None) -> str:
     """A comparison's other run / baseline: ``1.304 -> "×1.30"``."""
     if _missing(r):

@@ -56,7 +56,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
     ``points`` the run's load_points rows (open-loop, trace and burst points, in point order; docs/load.md);
     ``bursts`` the run's burst_points rows (docs/load.md, "Bursts");
     ``workload`` the workload pass (docs/workloads.md): ``reuse`` (the prefix_reuse row, null without a pass),
-    ``turns`` (turns rows) and ``ttft_by_cached_fraction`` (its rows, by band).
+    ``turns`` (turns rows), ``ttft_by_cached_fraction`` (its rows, by band) and ``tasks`` (task_results rows, by task
+    set: the tasks workload).
     """
     decode = []
     for r in d.decode:
@@ -84,7 +85,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
                       "search": d.slo.search, "search_probes": d.slo.search_probes, "price": d.slo.gpus.get(d.run_id)}),
         "trace": _plain(d.traces),
         "points": _plain(d.points),
-        "workload": _plain({"reuse": d.workload.reuse, "turns": d.workload.turns, "ttft_by_cached_fraction": d.workload.bands}),
+        "workload": _plain({"reuse": d.workload.reuse, "turns": d.workload.turns, "ttft_by_cached_fraction": d.workload.bands,
+                               "tasks": d.workload.tasks}),
         "bursts": _plain(d.bursts),
     }
 
@@ -122,6 +124,9 @@ def compare_json_of(cmp: Comparison) -> dict[str, Any]:
             "geomean": {m.key: pair.geomean.get(m.key) for m in METRICS},
             "geomean_interval": {m.key: pair.geomean_interval.get(m.key) for m in METRICS},
             "fixed_rule": pair.fixed_rule,
+            "tasks": [{"task_set": t.task_set, "a": t.a, "b": t.b, "test": t.test, "p_value": t.p_value, "verdict": t.verdict,
+                       "a_only_right": t.a_only, "b_only_right": t.b_only, "output_tokens_ratio": t.output_ratio}
+                      for t in cmp.tasks.get(pair.run_b, [])],
         })
     return _plain({
         "format": COMPARE_FORMAT,

@@ -56,7 +56,11 @@ def trace_point_settings(path: str, time_scale: float | None, requests: int | No
 
 def workload_settings(workload: str, params: dict[str, Any] | None) -> str:
     """``shared-prefix · max output 64 tokens · prefixes shared by design``."""
-    out = (params or {}).get("output_tokens")
+    p = params or {}
+    if p.get("natural_length"):  # tasks: sent without ignore_eos, each stops where the model stops it
+        return " · ".join([workload, f"max output {_tokens(p.get('max_tokens'))} ([workload] max_tokens)",
+                           "natural length: sent without ignore_eos (its own section)"])  # fmt: skip
+    out = p.get("output_tokens")
     parts = [workload, f"max output {_tokens(out)} ([workload] output_tokens)" if out is not None else "max output: the workload's own"]
     parts.append("prompts share prefixes by design (its own section)")
     return " · ".join(parts)

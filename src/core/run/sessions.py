@@ -22,7 +22,8 @@ from infermatrix.core.stream.client import endpoint_path, request_body, stream_r
 from infermatrix.core.measure.engine_stats import counter_deltas
 from infermatrix.core.load.context import RunContext
 from infermatrix.core.store.workload_store import pass_done, save_workload_pass
-from infermatrix.core.types import RequestRecord, Session, SessionWorkload, WorkloadRequest
+from infermatrix.core.tasks.judge import judge
+from infermatrix.core.types import RequestRecord, Session, SessionWorkload, TaskOutcome, WorkloadRequest
 
 __all__ = ["run_sessions", "expected_cached", "DEFAULT_BLOCK_TOKENS"]
 
@@ -45,6 +46,7 @@ class _Sent:
     req: WorkloadRequest
     rec: RequestRecord
     request_id: str
+    outcome: TaskOutcome | None = None  # a task's judgement (req.task), once the request ended
 
 
 @dataclass
@@ -81,6 +83,9 @@ async def run_sessions(rc: RunContext, retry_errors: bool = False) -> None:
 
 
 def _detail(row: dict[str, Any]) -> str:
+    if row.get("tasks_judged") is not None:  # a pass of tasks: accuracy, not prefix reuse
+        n, good = row["tasks_judged"], row["tasks_correct"]
+        return f"{row['requests']} tasks, {good} of {n} right" + (f" ({good / n:.1%})" if n else "")
     implied = row.get("implied_reuse")
     text = f"{row['requests']} requests, implied reuse {implied:.1%}" if implied is not None else f"{row['requests']} requests"
     if row.get("engine_hit_rate") is not None:
@@ -104,10 +109,14 @@ async def _send_pass(rc: RunContext, workload: SessionWorkload, state: _Pass) ->
         async with limit:
             reply: str | None = None
             prompt_tokens: int | None = None
+            observe = getattr(session, "observe", None)
             while (req := await session.next(reply, prompt_tokens)) is not None:
                 if req.think_s > 0:
                     await anyio.sleep(req.think_s)
-                rec = await _send(rc, state, index, req)
+                sent = await _send(rc, state, index, req)
+                rec = sent.rec
+                if sent.outcome is not None and callable(observe):
+                    observe(sent.outcome)  # before the next request: the tasks workload's auto-stop
                 ok = rec.outcome == "ok"
                 reply, prompt_tokens = (rec.text if ok else None), (rec.prompt_tokens if ok else None)
 
@@ -123,19 +132,37 @@ async def _send_pass(rc: RunContext, workload: SessionWorkload, state: _Pass) ->
     state.after = await runner.gauges.read()
 
 
-async def _send(rc: RunContext, state: _Pass, session: int, req: WorkloadRequest) -> RequestRecord:
+async def _send(rc: RunContext, state: _Pass, session: int, req: WorkloadRequest) -> _Sent:
     runner, m = rc.runner, rc.cfg.matrix
     api = "chat" if req.messages is not None else "completions"
-    body = request_body(api, runner.model, req.prompt or "", req.max_tokens, ignore_eos=m.ignore_eos, traits=runner.traits)
+    ignore_eos = m.ignore_eos if req.ignore_eos is None else req.ignore_eos
+    body = request_body(api, runner.model, req.prompt or "", req.max_tokens, ignore_eos=ignore_eos, traits=runner.traits)
     body["temperature"] = m.temperature
     if req.messages is not None:
         body["messages"] = req.messages
     no = len(state.sent)
     rid = f"{runner.id_prefix}-wl-{session}-r{no}"
     rec = RequestRecord(stream_index=session, seq=no, sent=time.monotonic())
-    state.sent.append(_Sent(no, session, req, rec, rid))
-    return await stream_request(runner.streams, runner.base_url + endpoint_path(api), body, rec, headers=runner._headers(rid),
-                                on_tokens=runner.on_tokens, count_path=runner._count_path())  # fmt: skip
+    sent = _Sent(no, session, req, rec, rid)
+    state.sent.append(sent)
+    await stream_request(runner.streams, runner.base_url + endpoint_path(api), body, rec, headers=runner._headers(rid),
+                         on_tokens=runner.on_tokens, count_path=runner._count_path())  # fmt: skip
+    if req.task is not None:
+        sent.outcome = _judged(req, rec)
+    return sent
+
+
+def _output_tokens(rec: RequestRecord) -> int:
+    return rec.final_usage_tokens if rec.final_usage_tokens is not None else rec.output_tokens
+
+
+def _judged(req: WorkloadRequest, rec: RequestRecord) -> TaskOutcome:
+    """A task's reply judged (core/tasks/judge.py); a failed request is kept, never right."""
+    task, ok = req.task, rec.outcome == "ok"
+    assert task is not None
+    verdict = judge(rec.text, task.answer, task.regex) if ok else None
+    return TaskOutcome(task, _output_tokens(rec) if ok else None, rec.reasoning_tokens, verdict.extracted if verdict else None,
+                       bool(verdict and verdict.correct), ok)  # fmt: skip
 
 
 def _request_row(s: _Sent, block: int) -> dict[str, Any]:
@@ -150,11 +177,22 @@ def _request_row(s: _Sent, block: int) -> dict[str, Any]:
         "ttft_ms": ms(rec.first_token, rec.sent), "e2e_ms": ms(rec.ended, rec.sent), "prompt_tokens": rec.prompt_tokens,
         "shared_tokens": req.shared_tokens, "expected_cached_tokens": expected,
         "expected_cached_fraction": expected / rec.prompt_tokens if rec.prompt_tokens else None,
-        "output_tokens": rec.final_usage_tokens if rec.final_usage_tokens is not None else rec.output_tokens,
+        "output_tokens": _output_tokens(rec),
         "outcome": rec.outcome, "error": rec.error,
-        "reply": rec.text if "conversation" in labels else None,
+        "reply": rec.text if "conversation" in labels or req.task is not None else None,
         "messages": req.messages if req.messages is not None and len(req.messages) > 1 else None,
+        **_task_fields(s.outcome, rec),
     }  # fmt: skip
+
+
+def _task_fields(o: TaskOutcome | None, rec: RequestRecord) -> dict[str, Any]:
+    """A task's columns (task_requests, core/store/tasks.sql); none for a request without a task."""
+    if o is None:
+        return {}
+    t = o.task
+    return {"task_set": t.task_set, "task_id": t.id, "task_kind": t.kind, "expected": t.answer, "regex": t.regex,
+            "extracted": o.extracted, "correct": o.correct, "reasoning_tokens": o.reasoning_tokens,
+            "finish_reason": rec.finish_reason}  # fmt: skip
 
 
 def _number(v: Any) -> float | None:
@@ -184,4 +222,7 @@ def _rows(rc: RunContext, workload: SessionWorkload, state: _Pass, status: str, 
         "engine_note": deltas.get("prefix_cache_note"), "span_start": state.span_start, "span_end": state.span_end,
         "status": status, "reason": reason,
     }  # fmt: skip
+    judged = [r for r in reqs if r.get("task_id") is not None and r["outcome"] == "ok"]
+    if judged:  # not stored: the progress line's (task_results has them)
+        row["tasks_judged"], row["tasks_correct"] = len(judged), sum(bool(r["correct"]) for r in judged)
     return row, reqs

@@ -43,7 +43,8 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 # v11: sweeps over engine settings (sweeps.sql): tables sweeps, sweep_members, run_settings; views sweep_runs,
 #     sweep_frontier, sweep_setting_scores, best_setting (issue 29; docs/tuning.md);
 #     TTFO (requests.ttfo_ms / reasoning, point_requests.ttfo_ms / reasoning, the 'ttfo' histogram, the SLO key
-#     ttfo_p<P>_ms) and burst points (burst.sql: bursts, the burst_points view) (issue 31 items 1 and 4).
+#     ttfo_p<P>_ms) and burst points (burst.sql: bursts, the burst_points view) (issue 31 items 1 and 4);
+#     tasks.sql: task_requests and the task_results view (issue 31 item 2: natural-length completions, task accuracy).
 SCHEMA_VERSION = 11
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
@@ -54,6 +55,7 @@ SCHEMA_FILES = (
     "slo_views.sql",  # SLO judgement (docs/slo.md), reads decode_matrix
     "load.sql",  # open-loop points (issue 20)
     "workload.sql",  # shared-prefix and multi-turn passes (issue 20; docs/workloads.md)
+    "tasks.sql",  # the tasks workload's judged tasks and task_results (issue 31 item 2), after workload.sql
     "slo_search.sql",  # the SLO search (issue 20): reads points, point_requests, slo_limits and slo_verdicts()
     "trace.sql",  # trace-replay points (issue 20), after load.sql (its view reads points)
     "burst.sql",  # burst points (issue 31), after load.sql (its view reads points)

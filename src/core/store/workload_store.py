@@ -13,7 +13,7 @@ import orjson
 from infermatrix.core.store.errors import StoreError
 from infermatrix.core.store.store import Bulk, Store
 
-__all__ = ["PASS_STATUSES", "PASS_COLUMNS", "PASS_REQUEST_COLUMNS", "save_workload_pass", "pass_done"]
+__all__ = ["PASS_STATUSES", "PASS_COLUMNS", "PASS_REQUEST_COLUMNS", "TASK_COLUMNS", "save_workload_pass", "pass_done"]
 
 PASS_STATUSES = ("valid", "error", "interrupted")
 PASS_COLUMNS = (
@@ -26,6 +26,10 @@ PASS_REQUEST_COLUMNS = (
     "ended", "ttft_ms", "e2e_ms", "prompt_tokens", "shared_tokens", "expected_cached_tokens", "expected_cached_fraction",
     "output_tokens", "outcome", "error", "reply", "messages",
 )  # fmt: skip
+TASK_COLUMNS = (
+    "run_id", "request_no", "task_set", "task_id", "task_kind", "expected", "regex", "extracted", "correct",
+    "reasoning_tokens", "finish_reason",
+)  # fmt: skip  (tasks.sql: a request row that carries a task_id also gets one)
 
 
 def _json(value: Any) -> str | None:
@@ -39,11 +43,14 @@ def save_workload_pass(store: Store, run_id: str, row: dict[str, Any], requests:
     values = {**row, "run_id": run_id, "params": _json(row.get("params"))}
     reqs = [[run_id if c == "run_id" else _json(r.get(c)) if c == "messages" else r.get(c) for c in PASS_REQUEST_COLUMNS]
             for r in requests]  # fmt: skip
+    tasks = [[run_id if c == "run_id" else r.get(c) for c in TASK_COLUMNS] for r in requests if r.get("task_id") is not None]
     statements: list[tuple[Any, Any]] = [
+        ("DELETE FROM task_requests WHERE run_id = ?", [run_id]),
         ("DELETE FROM workload_requests WHERE run_id = ?", [run_id]),
         (f"INSERT OR REPLACE INTO workload_passes ({', '.join(PASS_COLUMNS)}) VALUES ({', '.join('?' for _ in PASS_COLUMNS)})",
          [values.get(c) for c in PASS_COLUMNS]),
         (Bulk, ("workload_requests", PASS_REQUEST_COLUMNS, reqs)),
+        (Bulk, ("task_requests", TASK_COLUMNS, tasks)),
     ]  # fmt: skip
     store._require_run(run_id)
     store._transaction(f"workload pass of run {run_id}", statements)

@@ -111,6 +111,9 @@ class ChunkParser:
             if not choices:  # the usage-only closing chunk
                 if cum is not None:
                     rec.final_usage_tokens = cum
+                details = usage.get("completion_tokens_details") if usage else None
+                if isinstance(details, dict) and isinstance(details.get("reasoning_tokens"), int):
+                    rec.reasoning_tokens = details["reasoning_tokens"]  # the tasks workload's reasoning count
                 continue
             if len(choices) == 1:  # the usual shape, without a join
                 c0 = choices[0]

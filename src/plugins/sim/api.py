@@ -209,8 +209,12 @@ class Shapes:
             return self._chunk({"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}, usage)
         return self._chunk({"index": 0, "text": reasoning + text, "logprobs": None, "finish_reason": finish, "stop_reason": None}, usage)
 
-    def usage_chunk(self, completion: int) -> bytes:
-        obj = {"id": self.id, "object": self._obj, "created": self.created, "model": self.model, "choices": [], "usage": self.usage(completion)}
+    def usage_chunk(self, completion: int, reasoning: int = 0) -> bytes:
+        """The closing usage chunk; with reasoning tokens, OpenAI's ``completion_tokens_details.reasoning_tokens``."""
+        usage: dict[str, Any] = dict(self.usage(completion))
+        if reasoning:
+            usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+        obj = {"id": self.id, "object": self._obj, "created": self.created, "model": self.model, "choices": [], "usage": usage}
         return b"data: " + orjson.dumps(obj) + b"\n\n"
 
     def whole(self, reasoning: str, text: str, finish: str | None, completion: int, usage: bool) -> dict[str, Any]:

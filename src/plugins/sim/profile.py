@@ -150,6 +150,11 @@ class SimProfile(Strict):
                                       "tensor parallelism (cost and tok/s per GPU, docs/slo.md)")  # fmt: skip
     reasoning_tokens: int = Field(0, ge=0, description="chat: the first this many tokens arrive as delta.reasoning_content")
     eos_probability: float = Field(0.0, ge=0, le=1, description="per-token chance of stopping early (unless ignore_eos)")
+    # Tasks and natural length (sim/tasks.py; docs/sim.md): both off by default, so nothing else changes.
+    natural_tokens: int | tuple[int, int] | None = Field(None, description="without ignore_eos, a request stops by itself "
+                                                         "('stop') after N tokens, or a length drawn from [lo, hi] by its seed")  # fmt: skip
+    task_accuracy: float = Field(1.0, ge=0, le=1, description="chance a built-in task prompt is answered right (its last "
+                                 "tokens are 'Answer: X'); else a wrong X")  # fmt: skip
     # KV pressure: after a step, while KV usage is above this fraction, the youngest running sequence is
     # preempted (its KV freed, back to the head of the queue, recomputed later), as vLLM does. None: never.
     preempt_kv_usage: float | None = Field(None, gt=0, le=1)
@@ -201,6 +206,9 @@ class SimProfile(Strict):
         unknown = sorted(set(self.capacity_gauges) - set(CAPACITY_GAUGES))
         if unknown:
             raise ValueError(f"capacity_gauges: unknown role {unknown[0]!r} (roles: {', '.join(CAPACITY_GAUGES)})")
+        nat = self.natural_tokens
+        if nat is not None and (nat < 1 if isinstance(nat, int) else not 1 <= nat[0] <= nat[1]):
+            raise ValueError("natural_tokens: a positive token count or [lo, hi] with 1 <= lo <= hi")
         if self.kv_tokens % self.block_size:
             raise ValueError(f"kv_tokens ({self.kv_tokens}) must be a multiple of block_size ({self.block_size})")
         if self.kv_tokens < self.max_model_len:

@@ -21,6 +21,7 @@ from infermatrix.plugins.sim.profile import SimProfile
 from infermatrix.plugins.sim.routes_info import error_response, json_response, read_body
 from infermatrix.plugins.sim.scheduler import SHUTDOWN, Scheduler
 from infermatrix.plugins.sim.seq import Seq
+from infermatrix.plugins.sim.tasks import prompt_task_answer
 
 __all__ = ["GenerationRoutes"]
 
@@ -78,6 +79,9 @@ class GenerationRoutes:
         seq = Seq(sched.new_id("chatcmpl" if chat_api else "cmpl"), api, req.prompt.tokens, req.prompt.blocks, req.max_tokens,
                   request_id=req.request_id, ignore_eos=req.ignore_eos, seed=req.seed, loop_marker=req.prompt.loop_marker,
                   reasoning=profile.reasoning_tokens if chat_api else 0)  # fmt: skip
+        answer = prompt_task_answer(raw, api, req.ignore_eos)
+        if answer is not None:
+            seq.task = {"task_answer": answer}
         shapes = Shapes(seq.id, profile.model, chat_api, req.prompt.tokens)
         seq.received = received
         sched.submit(seq, arrived)
@@ -114,7 +118,7 @@ class GenerationRoutes:
                     finished = True
             if finished:
                 if req.include_usage:
-                    buf.append(shapes.usage_chunk(cum))
+                    buf.append(shapes.usage_chunk(cum, min(seq.reasoning, cum)))
                 buf.append(b"data: [DONE]\n\n")
                 yield b"".join(buf)
                 return

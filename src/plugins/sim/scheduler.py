@@ -24,6 +24,7 @@ from typing import Any
 
 from infermatrix.plugins.sim.profile import SimProfile
 from infermatrix.plugins.sim.seq import Seq
+from infermatrix.plugins.sim.tasks import natural_limit, plan_answer
 from infermatrix.plugins.sim.textgen import TextStream
 
 __all__ = ["Scheduler", "SHUTDOWN"]
@@ -187,6 +188,9 @@ class Scheduler:
             eos_at = 1 if p.eos_probability >= 1 else max(1, math.ceil(math.log1p(-u) / math.log1p(-p.eos_probability)))
             if eos_at < seq.max_tokens:
                 seq.limit, seq.limit_reason = eos_at, "stop"
+        natural = None if seq.ignore_eos else natural_limit(p, rng)  # drawn only when the profile sets it
+        if natural is not None and natural < seq.limit:
+            seq.limit, seq.limit_reason = natural, "stop"
         lp = p.loop
         auto = lp.min_context is not None and seq.prompt_tokens >= lp.min_context and self.n_admitted >= lp.min_running
         if seq.loop_marker or auto:
@@ -195,6 +199,10 @@ class Scheduler:
             seq.text = TextStream(rng, lp.after_tokens, lp.period_tokens)
         else:
             seq.text = TextStream(rng)
+        if seq.task is not None:  # a built-in task: its last tokens are the answer (sim/tasks.py)
+            stream, truth = plan_answer(p, seq.task["task_answer"], seq.limit, rng, seq.text)
+            seq.text = stream  # type: ignore[assignment]
+            seq.task.update(truth)
 
     def _release(self, seq: Seq) -> None:
         active = self.active_blocks

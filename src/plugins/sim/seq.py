@@ -20,7 +20,7 @@ class Seq:
         "id", "request_id", "api", "prompt_tokens", "blocks", "tail", "max_tokens", "ignore_eos", "seed",
         "loop_marker", "reasoning", "state", "arrived", "received", "accepted", "admitted", "prefill_start", "prefill_end", "joined",
         "first_token", "finished", "finish_reason", "aborted", "cached_tokens", "generated", "limit",
-        "limit_reason", "looped", "loop_after", "rng", "text", "emissions", "out", "waiter", "kv_own",
+        "limit_reason", "looped", "loop_after", "rng", "text", "emissions", "out", "waiter", "kv_own", "task",
     )  # fmt: skip
 
     def __init__(self, id: str, api: str, prompt_tokens: int, blocks: tuple[int, ...], max_tokens: int, *,
@@ -62,6 +62,7 @@ class Seq:
         self.out: list[Any] = []  # channel to the HTTP handler: (n_reasoning, r_text, n_content, c_text, finish)
         self.waiter: asyncio.Future[None] | None = None
         self.kv_own = 0
+        self.task: dict[str, Any] | None = None  # a built-in task prompt: {"task_answer": …} at arrival, the rest at admission (sim/tasks.py)
 
     def push(self, item: Any) -> None:
         self.out.append(item)
@@ -87,6 +88,8 @@ class Seq:
             "output_tokens": self.generated, "finished": self.finished, "finish_reason": self.finish_reason,
             "aborted": self.aborted, "looped": self.looped, "loop_after": self.loop_after, "state": self.state,
         }  # fmt: skip
+        if self.task is not None:  # what the sim answered a task, and whether that was right
+            out.update(self.task)
         if blocks:  # the prompt's chain hashes, one per full KV block: equal leading hashes = the same leading tokens
             out["blocks"] = list(self.blocks)
         return out

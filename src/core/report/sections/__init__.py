@@ -15,6 +15,7 @@ from infermatrix.core.report.sections.measurements import measurements_section, 
 from infermatrix.core.report.sections.openloop import openloop_section
 from infermatrix.core.report.sections.prefill import prefill_section
 from infermatrix.core.report.sections.slo import slo_sections
+from infermatrix.core.report.sections.tasks import tasks_section
 from infermatrix.core.report.sections.trace import trace_section
 from infermatrix.core.report.sections.workload import workload_section
 
@@ -28,6 +29,7 @@ def report_sections(d: ReportData, charts: bool = False) -> list[Section]:
     found = [
         prefill_section(d), decode_section(d), charts_section(d) if charts else None, *slo_sections(d.slo, labels=labels),
         measurements_section(d), answer_section(d), openloop_section(d, charts), burst_section(d), trace_section(d), workload_section(d),
+        tasks_section(d),
         nothing_section(d),
     ]  # fmt: skip
     return [s for s in found if s is not None]

@@ -42,7 +42,7 @@ def band_cells(b: dict[str, Any]) -> list[str]:
 
 def workload_section(d: ReportData) -> Section | None:
     w, r = d.workload, d.workload.reuse
-    if r is None:
+    if r is None or w.tasks:  # a tasks pass has its own section (sections/tasks.py): no prefix reuse to speak of
         return None
     blocks: list[Block] = [Paragraph([f"{r['requests']} requests, {r['failed']} failed · ", Styled(r["status"], r["status"]),
                                       f" · {reuse_line(r)}"])]  # fmt: skip
