@@ -108,8 +108,11 @@ async def execute_run(
                 created = True
                 outcome.status = "failed"
                 matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells, plan=plan_lines(cfg))
-                await matrix_run.run(todo)
-                await _after_matrix(matrix_run, store, run_id, cfg, retry_errors)
+                try:
+                    await matrix_run.run(todo)
+                    await _after_matrix(matrix_run, store, run_id, cfg, retry_errors)
+                finally:
+                    matrix_run.close_telemetry()  # the samplers' threads end with the run's work, however it ends
             _ended(outcome, store, cfg, work.cancelled_caught)
         except (EngineError, StoreError) as exc:  # the engine failed; or a result could not be saved (a full disk): resumable
             if isinstance(exc, StoreError) and not created:

@@ -40,13 +40,16 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 #     judge a repeated cell's request by its own repeat's window (issue 30).
 # v10: prefill_interval_rows and the prefill_intervals view (prefill_intervals.sql): each prefill point's 95 % interval
 #     from its cold probes (issue 30 item 1).
-SCHEMA_VERSION = 10
+# v11: engine_samples, gpu_series, telemetry_costs and the views engine_timeline, engine_cells, gpu_cells
+#     (engine_telemetry.sql); frontier gains joules_per_mtok and energy_usd_per_mtok (issue 32).
+SCHEMA_VERSION = 11
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
 # and bumps SCHEMA_VERSION (tests/store/test_schema_files.py checks both).
 SCHEMA_FILES = (
     "schema.sql",  # tables; migrations are the idempotent ALTERs at its end (v1 -> v2 adds two runs columns)
     "views.sql",  # macros (context_label, latency_at, nearest_rank, wilson_bound) and the matrix views
+    "engine_telemetry.sql",  # the engine's and the GPUs' time series (issue 32; core/telemetry/), before frontier reads it
     "slo_views.sql",  # SLO judgement (docs/slo.md), reads decode_matrix
     "load.sql",  # open-loop points (issue 20)
     "workload.sql",  # shared-prefix and multi-turn passes (issue 20; docs/workloads.md)
