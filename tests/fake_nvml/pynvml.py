@@ -7,7 +7,8 @@ the JSON in ``FAKE_NVML`` (all optional)::
      "throttle_after_mono": 12345.6,     # from this time.monotonic() on, every GPU reports throttle_mask
      "throttle_mask": 4,                 # nvmlClocksThrottleReasonSwPowerCap
      "init_error": "NoPermission",       # nvmlInit raises NVMLError_NoPermission
-     "energy_mj0": 1000000}              # the energy counter at the epoch
+     "energy_mj0": 1000000,              # the energy counter at the epoch
+     "power_report_scale": 1.0}          # nvmlDeviceGetPowerUsage reports power_w x this (a power reading that disagrees)
 
 The energy counter is exact: ``energy_mj0 + power_w x 1000 x time.monotonic()`` (mJ), so a window's energy is
 ``power_w x window seconds`` to the float, and ``nvmlDeviceGetPowerUsage`` is ``power_w x 1000`` (mW).
@@ -73,7 +74,7 @@ def nvmlDeviceGetTotalEnergyConsumption(h: int) -> int | float:  # noqa: N802
 
 
 def nvmlDeviceGetPowerUsage(h: int) -> int:  # noqa: N802
-    return round(_power(h) * 1000)
+    return round(_power(h) * 1000 * float(_script().get("power_report_scale", 1.0)))
 
 
 def nvmlDeviceGetPowerManagementLimit(h: int) -> int:  # noqa: N802
