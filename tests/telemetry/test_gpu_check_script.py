@@ -54,3 +54,18 @@ def test_no_nvml_is_one_line_and_exit_2(tmp_path):
     proc, report = _check(tmp_path, None)
     assert proc.returncode == 2 and report is None
     assert proc.stderr.strip().splitlines()[-1].startswith("gpu-check: no NVML:")
+
+
+def test_the_load_kernel_assembles_for_hopper(tmp_path):
+    """The load's PTX is what the GPU's driver will JIT: ptxas (where the CUDA toolkit is installed) accepts it for sm_90."""
+    import re
+    import shutil
+
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        pytest.skip("no ptxas (CUDA toolkit) on this machine")
+    ptx = re.search(r'PTX = b"""(.*?)"""', (ROOT / "scripts" / "gpu_check.py").read_text(), re.S)
+    assert ptx is not None
+    (tmp_path / "burn.ptx").write_text(ptx.group(1))
+    proc = subprocess.run([ptxas, "-arch=sm_90", str(tmp_path / "burn.ptx"), "-o", str(tmp_path / "burn.cubin")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
