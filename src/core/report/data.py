@@ -117,6 +117,8 @@ class ReportData:
     # a cell of K >= 2 repeats: metric -> its cell_intervals row's repeats, sd, window_lo, window_hi, noisier
     spreads: dict[tuple[int, int], dict[str, dict[str, Any]]] = field(default_factory=dict)
     prefill_intervals: PrefillIntervals = field(default_factory=dict)  # each valid prefill point's (prefill_intervals)
+    # per decode cell: {"engine": its engine_cells row, "gpu": its gpu_cells row}, either absent (docs/telemetry.md)
+    telemetry: dict[tuple[int, int], dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -216,6 +218,15 @@ def load_workload_report(store: Store, run_id: str) -> WorkloadReport:
     )
 
 
+def load_telemetry(store: Store, run_id: str) -> dict[tuple[int, int], dict[str, dict[str, Any]]]:
+    """Each decode cell's engine_cells and gpu_cells rows (the ones with a read in their window)."""
+    out: dict[tuple[int, int], dict[str, dict[str, Any]]] = {}
+    for key, view, has in (("engine", "engine_cells", "samples > 0"), ("gpu", "gpu_cells", "energy_j IS NOT NULL OR samples > 0")):
+        for r in view_rows(store, f"SELECT * FROM {view} WHERE run_id = ? AND ({has})", [run_id]):
+            out.setdefault((r["context_tokens"], r["concurrency"]), {})[key] = r
+    return out
+
+
 def load_report(store: Store, run_id: str | None) -> ReportData:
     """Fetch everything a report shows for ``run_id`` (a unique prefix works; ``None`` = latest)."""
     run_id = store.resolve_run(run_id)
@@ -248,4 +259,5 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
         intervals=load_intervals(store, run_id),
         spreads=load_spreads(store, run_id),
         prefill_intervals=load_prefill_intervals(store, run_id),
+        telemetry=load_telemetry(store, run_id),
     )

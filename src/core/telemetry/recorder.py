@@ -112,8 +112,13 @@ class Telemetry:
         return out
 
     def stop(self) -> None:
+        """Stop the threads, then one last read of each (so the last window has a read after its end, which its
+        energy and its engine rate are cut against)."""
         for ticker in self.tickers.values():
             ticker.stop()
+        for tagged in (self.engine, self.gpu):
+            if tagged is not None:
+                tagged.read()
         for tagged in (self.engine, self.gpu):
             if tagged is not None:
                 tagged.reader.close()
