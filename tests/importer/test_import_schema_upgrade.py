@@ -110,6 +110,37 @@ def _set_version(con: duckdb.DuckDBPyConnection, version: int) -> None:
 V7_MACROS = ("nearest_rank", "wilson_bound", "wilson_score", "request_tpot_ms", "request_tps")
 
 
+V11_OBJECTS = {"engine_samples", "gpu_series", "telemetry_costs", "engine_series", "engine_timeline", "engine_cells", "gpu_cells"}
+
+
+def make_v10(path) -> str:
+    """A store as schema v10 left it: no telemetry time series (v11, issue 32), a frontier without energy columns."""
+    with Store(path) as s:
+        run_id, _, _ = fill_run(s, seed=1, other=False)
+    con = duckdb.connect(str(path))
+    con.execute("DROP VIEW frontier")  # reads gpu_cells
+    for view in ("gpu_cells", "engine_cells", "engine_timeline", "engine_series"):
+        con.execute(f"DROP VIEW {view}")
+    for table in ("engine_samples", "gpu_series", "telemetry_costs"):
+        con.execute(f"DROP TABLE {table}")
+    _set_version(con, 10)
+    con.close()
+    return run_id
+
+
+def test_v10_database_gains_the_telemetry_tables_and_views_on_a_read_only_open(tmp_path):
+    path = tmp_path / "v10.duckdb"
+    run_id = make_v10(path)
+    assert not V11_OBJECTS & objects(path)
+    with Store(path, read_only=True) as s:
+        assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
+        assert s.query("SELECT count(*) FROM engine_cells WHERE run_id = ? AND samples > 0", [run_id])[1] == [(0,)]
+        cols, rows = s.query("SELECT joules_per_mtok FROM frontier WHERE run_id = ?", [run_id])
+        assert rows and all(r[0] is None for r in rows)
+        assert "## Engine and GPU" not in render_markdown(s, run_id)
+    assert V11_OBJECTS <= objects(path)
+
+
 def make_v9(path) -> str:
     """A store as schema v9 left it: no prefill_interval_rows table, no prefill_intervals view (v10, issue 30)."""
     with Store(path) as s:
