@@ -36,6 +36,7 @@ ORDER = {
     "slo_searches": "run_id", "slo_search_probes": "run_id, probe", "gpu_samples": "run_id, context_tokens, concurrency, gpu, t",
     "cell_repeats": "run_id, context_tokens, concurrency, repeat",
     "cell_repeat_intervals": "run_id, context_tokens, concurrency, repeat, metric",
+    "engine_samples": "run_id, t_mono, metric, labels", "gpu_series": "run_id, t_mono, gpu", "telemetry_costs": "run_id, source",
 }
 
 

@@ -63,11 +63,12 @@ def test_markdown_and_json_show_the_engine_and_energy_columns(with_telemetry):
     assert "the engine held the load back (60 preemptions, up to 3 waiting)" in section
     doc = json.loads(json.dumps(render_json(store, run_id), default=str))
     rows = {(r["context_tokens"], r["concurrency"]): r for r in doc["decode"]}
-    assert rows[some[0]]["engine"]["held_back"] is True and rows[some[1]]["energy"]["throttled"] is True
-    assert rows[some[1]]["energy"]["energy_j"] == pytest.approx(POWER_W * 30)
+    assert rows[some[0]]["telemetry"]["engine"]["held_back"] is True and rows[some[1]]["telemetry"]["energy"]["throttled"] is True
+    assert rows[some[1]]["telemetry"]["energy"]["energy_j"] == pytest.approx(POWER_W * 30)
+    assert rows[some[0]]["engine"] == "vllm"  # the decode row's own columns stay as they were
 
 
 def test_a_run_without_telemetry_has_no_such_section(filled):
     store, run_id, _, _ = filled
     assert "## Engine and GPU" not in render_markdown(store, run_id)
-    assert all(r["engine"] is None and r["energy"] is None for r in render_json(store, run_id)["decode"])
+    assert all(r["telemetry"] == {"engine": None, "energy": None} for r in render_json(store, run_id)["decode"])
