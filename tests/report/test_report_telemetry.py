@@ -8,7 +8,7 @@ import json
 import pytest
 
 from imx_telemetry import add_telemetry
-from infermatrix.core.report import render_markdown
+from infermatrix.core.report import render_html, render_markdown
 from infermatrix.core.report.json_report import render_json
 
 POWER_W = 400.0
@@ -72,3 +72,12 @@ def test_a_run_without_telemetry_has_no_such_section(filled):
     store, run_id, _, _ = filled
     assert "## Engine and GPU" not in render_markdown(store, run_id)
     assert all(r["telemetry"] == {"engine": None, "energy": None} for r in render_json(store, run_id)["decode"])
+
+
+def test_html_draws_each_cells_timeline_and_markdown_does_not(with_telemetry):
+    store, run_id, valid, _ = with_telemetry
+    html = render_html(store, run_id)
+    for ctx, n in valid:
+        assert f'id="timeline-{ctx}-{n}"' in html and f'id="timeline-{ctx}-{n}-power"' in html
+    assert html.count('data-series="GPU 0"') == len(valid) and html.count('data-series="KV %"') == len(valid)
+    assert "timeline-" not in render_markdown(store, run_id)

@@ -27,6 +27,6 @@ def report_sections(d: ReportData, charts: bool = False) -> list[Section]:
     labels = {d.run_id: f"{d.run_id} ({d.run.get('engine') or '?'})"} if charts else None
     found = [
         prefill_section(d), decode_section(d), charts_section(d) if charts else None, *slo_sections(d.slo, labels=labels),
-        telemetry_section(d), measurements_section(d), openloop_section(d, charts), trace_section(d), workload_section(d), nothing_section(d),
+        telemetry_section(d, charts), measurements_section(d), openloop_section(d, charts), trace_section(d), workload_section(d), nothing_section(d),
     ]  # fmt: skip
     return [s for s in found if s is not None]

@@ -1,7 +1,7 @@
 """The Engine and GPU section (docs/telemetry.md): per decode cell, what the engine's own metrics said over its window
 (engine_cells: its tok/s against the client's, KV peak, preemptions, longest queue, held back) and, where NVML read
 the GPUs, the energy (gpu_cells: W per GPU, joules per million output tokens, output tokens per joule, throttled).
-A run without any of these reads has no such section."""
+In HTML, each cell's timeline (telemetry_chart.py). A run without any of these reads has no such section."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 from infermatrix.core.contexts import format_context
 from infermatrix.core.report.data import ReportData
 from infermatrix.core.report.fmt import DASH, fmt_float2, fmt_int, fmt_share, fmt_signed_share, fmt_tps, fmt_watts, fmt_yes
-from infermatrix.core.report.model import Block, Bullets, Section, Table
+from infermatrix.core.report.model import Block, Bullets, Chart, Charts, Section, Table
+from infermatrix.core.report.telemetry_chart import timeline_charts
 
 __all__ = ["telemetry_section", "TELEMETRY_TITLE", "ENGINE_HEADERS", "ENERGY_HEADERS", "telemetry_caption"]
 
@@ -45,7 +46,7 @@ def _energy_cells(g: dict[str, Any] | None) -> list[str]:
             fmt_yes(g.get("throttled"), g.get("throttle_reasons"))]  # fmt: skip
 
 
-def telemetry_section(d: ReportData) -> Section | None:
+def telemetry_section(d: ReportData, charts: bool = False) -> Section | None:
     tel = d.telemetry
     engine = any("engine" in t for t in tel.values())
     energy = any("gpu" in t for t in tel.values())
@@ -64,4 +65,7 @@ def telemetry_section(d: ReportData) -> Section | None:
                 for (ctx, n), t in sorted(tel.items()) if (t.get("gpu") or {}).get("throttled")]  # fmt: skip
     if flagged:
         blocks.append(Bullets(flagged))
+    drawn = timeline_charts(tel) if charts else []
+    if drawn:  # HTML: each cell's step as a timeline
+        blocks.append(Charts([Chart(cid, title, caption, svg) for cid, title, caption, svg in drawn]))
     return Section("telemetry", TELEMETRY_TITLE, blocks)
