@@ -351,6 +351,20 @@ AnyLoadConfig = Annotated[
 ]
 
 
+class TelemetryConfig(Strict):
+    """[telemetry]: what is read while the run measures (docs/telemetry.md). 0 turns a sampler off."""
+
+    engine_interval_s: float = Field(1.0, description="seconds between reads of the engine's metrics page (0: off)")
+    gpu_interval_s: float = Field(1.0, description="seconds between NVML reads of every GPU (0: off)")
+
+    @field_validator("engine_interval_s", "gpu_interval_s")
+    @classmethod
+    def _interval(cls, v: float) -> float:
+        if v < 0:
+            raise ValueError(f"must be a positive number of seconds, or 0 for off (got {v:g})")
+        return v
+
+
 class StoreConfig(Strict):
     db: str = "infermatrix.duckdb"
 
@@ -369,6 +383,8 @@ class RunConfig(Strict):
     validity: ValidityConfig = Field(default_factory=ValidityConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     hardware: dict[str, Any] = Field(default_factory=dict)
+    # [telemetry]: the engine's metrics and the GPUs as time series while the run measures (docs/telemetry.md)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     # [slo]: limits the run is judged by (infermatrix.core.slo.slo_from_table; docs/slo.md)
     slo: dict[str, Any] | None = None
     load: list[AnyLoadConfig] = Field(default_factory=list)
@@ -383,6 +399,15 @@ class RunConfig(Strict):
     @classmethod
     def _burst_matrix(cls, v: Any) -> Any:
         return expand_bursts(v)
+
+    @field_validator("hardware")
+    @classmethod
+    def _kwh_usd(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """hardware.kwh_usd: the price of a kWh, counted into the frontier's usd_per_mtok (docs/telemetry.md)."""
+        price = v.get("kwh_usd")
+        if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0):
+            raise ValueError(f"hardware.kwh_usd must be a price in dollars, 0 or more (got {price!r})")
+        return v
 
 
 def load_config(path: str | Path) -> dict[str, Any]:

@@ -83,6 +83,7 @@ def _full_config(tmp_path) -> dict:
         "workload": {"groups": 2},
         "search": {"slo": "ttft_p99_ms=500", "max": 8},
         "client": {"hosts": 2},
+        "telemetry": {"engine_interval_s": 0.5, "gpu_interval_s": 0},
     }
 
 
@@ -116,6 +117,7 @@ def test_a_full_config_validates_into_every_table(pm, tmp_path):
     assert cfg.validity.max_error_rate == 0.1 and cfg.store.db.endswith("x.duckdb") and cfg.hardware == {"gpu": "none"}
     assert cfg.slo == {"ttft_p99_ms": 500} and cfg.workload == {"groups": 2} and cfg.client.hosts == 2
     assert [type(p) for p in cfg.load] == [LoadConfig, TraceLoadConfig] and cfg.search is not None and cfg.search.max == 8
+    assert (cfg.telemetry.engine_interval_s, cfg.telemetry.gpu_interval_s) == (0.5, 0)
     # The stored config (runs.config) keeps the engine kind's own fields, and reads back to the same config.
     dumped = cfg.model_dump(mode="json")
     assert dumped["engine"]["profile"] == "tiny" and set(dumped) == set(RunConfig.model_fields)
@@ -131,3 +133,17 @@ def test_the_base_model_alone_rejects_an_engine_kinds_own_field():
     assert RunConfig.model_validate({"engine": {"kind": "x"}}).engine.kind == "x"
     with pytest.raises(ValidationError):
         RunConfig.model_validate({"engine": {"kind": "sim", "profile": "tiny"}})
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("telemetry", {"engine_interval_s": -1}, "telemetry.engine_interval_s"),
+    ("telemetry", {"gpu_interval_s": -0.5}, "telemetry.gpu_interval_s"),
+    ("hardware", {"kwh_usd": -0.1}, "hardware.kwh_usd"),
+    ("hardware", {"kwh_usd": "cheap"}, "hardware.kwh_usd"),
+])
+def test_a_negative_telemetry_interval_or_kwh_price_is_a_config_error(pm, tmp_path, key, value, says):
+    from infermatrix.core.config import ConfigError
+
+    data = {"engine": {"kind": "sim", "profile": "tiny"}, key: value}
+    with pytest.raises(ConfigError, match=says.replace(".", r"\.")):
+        validate_config(pm, data)

@@ -99,7 +99,7 @@ def _plugin(mod: str) -> str | None:
 
 
 # The stack, bottom up: each imports only what is below it (never what is above).
-STACK = ("engine", "stream", "distributed", "measure", "load", "run")
+STACK = ("engine", "telemetry", "stream", "distributed", "measure", "load", "run")
 LAYERED = {*STACK, "store", "report", "intervals"}
 # (importer layer, imported layer) pairs that are forbidden.
 FORBIDDEN = {(low, high) for i, low in enumerate(STACK) for high in STACK[i + 1:]} | {
@@ -108,6 +108,8 @@ FORBIDDEN = {(low, high) for i, low in enumerate(STACK) for high in STACK[i + 1:
     ("store", "run"),
     ("report", "load"),
     ("report", "run"),
+    ("telemetry", "store"),  # the run saves what telemetry reads
+    ("telemetry", "report"),
 } | {("intervals", other) for other in (*STACK, "store", "report")}  # pure statistics: imported, imports no layer
 CORE_LAYERS = {"core", *LAYERED}
 CONFIG = f"{PKG}.core.config"  # below every layer: it parses and checks, imports none of them, reads no file
@@ -203,6 +205,9 @@ def test_the_graph_sees_what_it_should() -> None:
         (("infermatrix.core.engine.contract", "infermatrix.core.measure.cell"), "engine imports measure"),
         (("infermatrix.core.engine.traits", "infermatrix.core.stream.client"), "engine imports stream"),
         (("infermatrix.core.stream.client", "infermatrix.core.measure.metrics"), "stream imports measure"),
+        (("infermatrix.core.telemetry.recorder", "infermatrix.core.measure.steady"), "telemetry imports measure"),
+        (("infermatrix.core.telemetry.recorder", "infermatrix.core.store.telemetry"), "telemetry imports store"),
+        (("infermatrix.core.engine.telemetry", "infermatrix.core.telemetry.nvml"), "engine imports telemetry"),
         (("infermatrix.core.stream.transport", "infermatrix.core.distributed.workers"), "stream imports distributed"),
         (("infermatrix.core.distributed.workers", "infermatrix.core.measure.selfcheck"), "distributed imports measure"),
         (("infermatrix.core.distributed.ray_pool", "infermatrix.core.run.runner"), "distributed imports run"),

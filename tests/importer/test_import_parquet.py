@@ -37,6 +37,7 @@ ORDER = {
     "cell_repeats": "run_id, context_tokens, concurrency, repeat",
     "cell_repeat_intervals": "run_id, context_tokens, concurrency, repeat, metric",
     "run_settings": "run_id, key",
+    "engine_samples": "run_id, t_mono, metric, labels", "gpu_series": "run_id, t_mono, gpu", "telemetry_costs": "run_id, source",
 }
 
 

@@ -110,13 +110,27 @@ def _set_version(con: duckdb.DuckDBPyConnection, version: int) -> None:
 V7_MACROS = ("nearest_rank", "wilson_bound", "wilson_score", "request_tpot_ms", "request_tps")
 
 
+# What v11 added (connect.py): sweeps (issue 29), bursts and TTFO (issue 31 items 1, 4), judged tasks (item 2), the
+# telemetry time series and the frontier's energy columns (issue 32).
+V11_OBJECTS = {"engine_samples", "gpu_series", "telemetry_costs", "engine_series", "engine_timeline", "engine_cells", "gpu_cells"}
+V11_VIEWS = ("best_setting", "sweep_setting_scores", "sweep_frontier", "sweep_runs", "frontier", "gpu_cells", "engine_cells",
+             "engine_timeline", "engine_series", "burst_points", "task_results")  # fmt: skip
+V11_TABLES = ("run_settings", "sweep_members", "sweeps", "engine_samples", "gpu_series", "telemetry_costs", "bursts", "task_requests")
+
+
 def make_v10(path) -> str:
-    """A store as schema v10 left it: no task_requests table, no task_results view (v11, issue 31 item 2)."""
+    """A store as schema v10 left it: none of v11's tables and views, no ttfo_ms / reasoning columns on requests and
+    point_requests, a frontier without energy columns."""
     with Store(path) as s:
         run_id, _, _ = fill_run(s, seed=1, other=False)
     con = duckdb.connect(str(path))
-    con.execute("DROP VIEW task_results")
-    con.execute("DROP TABLE task_requests")
+    for view in V11_VIEWS:
+        con.execute(f"DROP VIEW {view}")
+    for table in V11_TABLES:
+        con.execute(f"DROP TABLE {table}")
+    for table in ("requests", "point_requests"):
+        for column in ("ttfo_ms", "reasoning"):
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     _set_version(con, 10)
     con.close()
     return run_id
@@ -131,6 +145,19 @@ def test_v10_database_gains_the_task_table_and_view_on_a_read_only_open(tmp_path
         assert s.query("SELECT count(*) FROM task_results WHERE run_id = ?", [run_id])[1] == [(0,)]
         assert "# Speed test matrix" in render_markdown(s, run_id)
     assert {"task_results", "task_requests"} <= objects(path)
+
+
+def test_v10_database_gains_the_telemetry_tables_and_views_on_a_read_only_open(tmp_path):
+    path = tmp_path / "v10.duckdb"
+    run_id = make_v10(path)
+    assert not V11_OBJECTS & objects(path)
+    with Store(path, read_only=True) as s:
+        assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
+        assert s.query("SELECT count(*) FROM engine_cells WHERE run_id = ? AND samples > 0", [run_id])[1] == [(0,)]
+        cols, rows = s.query("SELECT joules_per_mtok FROM frontier WHERE run_id = ?", [run_id])
+        assert rows and all(r[0] is None for r in rows)
+        assert "## Engine and GPU" not in render_markdown(s, run_id)
+    assert V11_OBJECTS <= objects(path)
 
 
 def make_v9(path) -> str:
@@ -293,22 +320,6 @@ def test_v8_database_gains_repeats_on_a_read_only_open_and_reads_as_before(tmp_p
         assert s.query("SELECT count(*) FROM cell_repeats")[1] == [(0,)]
         assert "# Speed test matrix" in render_markdown(s, run_id)
     assert {"cell_repeats", "cell_repeat_intervals"} <= objects(path)
-
-
-def make_v10(path) -> str:
-    """A store as schema v10 left it: no bursts table or burst_points view, no ttfo_ms / reasoning columns on requests
-    and point_requests (v11, issue 31)."""
-    with Store(path) as s:
-        run_id, _, _ = fill_run(s, seed=1, other=False)
-    con = duckdb.connect(str(path))
-    con.execute("DROP VIEW burst_points")
-    con.execute("DROP TABLE bursts")
-    for table in ("requests", "point_requests"):
-        for column in ("ttfo_ms", "reasoning"):
-            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
-    _set_version(con, 10)
-    con.close()
-    return run_id
 
 
 def test_v10_database_gains_bursts_and_ttfo_on_a_read_only_open(tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from imx_factories import REFERENCE_VALID, fill_run, make_cell
+from imx_telemetry import add_telemetry
 from infermatrix.core.contexts import format_context
 from infermatrix.core.importer import import_page
 from infermatrix.core.slo import parse_slo
@@ -86,8 +87,37 @@ def cookbook_db(tmp_path_factory):
             save_probe(store, run_id, {"probe": i, "load": load, "status": "valid", "meets": ok, "verdict": "pass" if ok else "fail"})
         if status == "stopped":
             save_probe(store, run_id, {"probe": 5, "load": 5.75, "status": "client_bound", "verdict": "stop", "reason": why})
+    # Questions 16 and 17: run a's valid cells read by the engine and NVML (tests/store/imx_telemetry.py), one preempting.
+    a_valid = {k: v for k, v in cells.items() if v[0].status == "valid"}
+    add_telemetry(store, a, a_valid, power_w=Q17_POWER_W, preempting={Q16_PREEMPTING})
     yield store, truth, result.run_id
     store.close()
+
+
+Q16_PREEMPTING = (8192, 8)
+Q17_POWER_W = 400.0
+
+
+def test_q16_the_preempting_cell(cookbook_db):
+    store, _, _ = cookbook_db
+    rows = run(store, 16)
+    assert [(r["context_label"], r["concurrency"], r["preemptions"], r["waiting_max"]) for r in rows] == [("8K", 8, 60.0, 3.0)]
+
+
+def test_q17_tokens_per_joule_on_the_frontier(cookbook_db):
+    store, truth, _ = cookbook_db
+    rows = run(store, 17)
+    assert rows and len({r["run_id"] for r in rows}) == 1  # run a: the one with GPU reads
+    a = rows[0]["run_id"]
+    for r in rows:
+        tps = truth[a][(format_context_tokens(r["context_label"]), r["concurrency"])]["total_tps"]
+        assert r["tok_per_j"] == round(tps / Q17_POWER_W, 3) and r["joules_per_mtok"] == round(1e6 * Q17_POWER_W / tps)
+
+
+def format_context_tokens(label: str) -> int:
+    from infermatrix.core.contexts import parse_context
+
+    return parse_context(label)
 
 
 # Two conversations of three turns: 100, 300, 500 prompt tokens; TTFT 10, 20, 40 ms; cached what the turn before sent.
@@ -134,8 +164,8 @@ def valid(truth):
     return {rid: {k: v for k, v in cells.items() if v["status"] == "valid"} for rid, cells in truth.items()}
 
 
-def test_the_cookbook_has_fifteen_questions():
-    assert sorted(QUESTIONS) == list(range(1, 16))
+def test_the_cookbook_has_seventeen_questions():
+    assert sorted(QUESTIONS) == list(range(1, 18))
 
 
 @pytest.mark.parametrize("number", sorted(QUESTIONS))

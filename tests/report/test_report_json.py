@@ -22,7 +22,7 @@ def test_json_keys_are_stable(filled):
     assert all(list(r) == columns(store, "frontier") for r in doc["slo"]["frontier"]) and doc["slo"]["frontier"]
     assert set(doc["run"]) == set(RUN_COLUMNS)
     assert all(list(r) == columns(store, "prefill_list") + ["intervals"] for r in doc["prefill"])
-    assert all(list(r) == columns(store, "decode_matrix") + ["reason", "intervals"] for r in doc["decode"])
+    assert all(list(r) == columns(store, "decode_matrix") + ["reason", "intervals", "telemetry"] for r in doc["decode"])
     assert all(list(r) == columns(store, "latency_percentiles") for r in doc["latency"])
     json.loads(json.dumps(doc))  # plain JSON, no datetimes left
 

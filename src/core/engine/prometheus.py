@@ -9,7 +9,7 @@ from typing import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["metric_value", "scan_values", "metric_samples", "info_labels"]
+__all__ = ["metric_value", "scan_values", "metric_samples", "info_labels", "sample_name"]
 
 
 def metric_value(text: str, name: str) -> float | None:
@@ -26,7 +26,7 @@ def metric_value(text: str, name: str) -> float | None:
     return total if seen else None
 
 
-def _sample_name(line: str) -> str:
+def sample_name(line: str) -> str:
     end = len(line)
     for stop in ("{", " ", "\t"):
         i = line.find(stop)
@@ -46,7 +46,7 @@ def scan_values(page: str, names: Iterable[str]) -> dict[str, float | None]:
         return {}
     keep = set(wanted) | {f"{n}_total" for n in wanted}
     prefixes = tuple(wanted)
-    lines = [ln for ln in page.splitlines() if ln.startswith(prefixes) and _sample_name(ln) in keep]
+    lines = [ln for ln in page.splitlines() if ln.startswith(prefixes) and sample_name(ln) in keep]
     text = "\n".join(lines) + "\n"
     return {n: metric_value(text, n) for n in wanted}
 
@@ -55,7 +55,7 @@ def metric_samples(page: str, name: str) -> list[tuple[dict[str, str], float]]:
     """Every sample of ``name`` (or ``name_total``) with its labels, for an engine whose values must
     be combined otherwise than summed (one gauge per parallel rank, a ratio to average)."""
     keep = {name, f"{name}_total"}
-    lines = [ln for ln in page.splitlines() if ln.startswith(name) and _sample_name(ln) in keep]
+    lines = [ln for ln in page.splitlines() if ln.startswith(name) and sample_name(ln) in keep]
     out: list[tuple[dict[str, str], float]] = []
     try:
         for family in text_string_to_metric_families("\n".join(lines) + "\n"):

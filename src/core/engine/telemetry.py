@@ -57,6 +57,10 @@ class GpuSampler:
         self.errors = 0  # failed samples (nvidia-smi error, timeout, unreadable output)
         self._exe = shutil.which(nvidia_smi)
 
+    def off(self) -> None:
+        """Sample nothing from now on (NVML reads the GPUs instead, or ``telemetry.gpu_interval_s = 0``)."""
+        self._exe = None
+
     @property
     def available(self) -> bool:
         """Whether nvidia-smi is on PATH (a sample may still fail: then it is skipped and counted)."""

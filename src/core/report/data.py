@@ -120,6 +120,9 @@ class ReportData:
     # a cell of K >= 2 repeats: metric -> its cell_intervals row's repeats, sd, window_lo, window_hi, noisier
     spreads: dict[tuple[int, int], dict[str, dict[str, Any]]] = field(default_factory=dict)
     prefill_intervals: PrefillIntervals = field(default_factory=dict)  # each valid prefill point's (prefill_intervals)
+    # per decode cell: {"engine": its engine_cells row, "gpu": its gpu_cells row, "timeline": metric -> [(s, value)]},
+    # each absent where nothing was read (docs/telemetry.md)
+    telemetry: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -227,6 +230,26 @@ def load_workload_report(store: Store, run_id: str) -> WorkloadReport:
     )
 
 
+def load_telemetry(store: Store, run_id: str) -> dict[tuple[int, int], dict[str, Any]]:
+    """Each decode cell's engine_cells and gpu_cells rows (the ones with a read in their window), and its timeline."""
+    out: dict[tuple[int, int], dict[str, Any]] = {}
+    for key, view, has in (("engine", "engine_cells", "samples > 0"), ("gpu", "gpu_cells", "energy_j IS NOT NULL OR samples > 0")):
+        for r in view_rows(store, f"SELECT * FROM {view} WHERE run_id = ? AND ({has})", [run_id]):
+            out.setdefault((r["context_tokens"], r["concurrency"]), {})[key] = r
+    # each cell's step as a timeline (the HTML report's charts): seconds from its window's start, every read of its step
+    sql = ("SELECT e.context_tokens, e.concurrency, e.t_mono - c.window_start AS s, e.metric, e.value FROM engine_series e "
+           "JOIN cells c USING (run_id, context_tokens, concurrency) WHERE e.run_id = ? AND e.concurrency > 0 "
+           "AND e.metric IN ('running', 'waiting', 'kv_usage') "
+           "UNION ALL SELECT g.context_tokens, g.concurrency, g.t_mono - c.window_start, 'power_w ' || g.gpu, g.power_w FROM gpu_series g "
+           "JOIN cells c USING (run_id, context_tokens, concurrency) WHERE g.run_id = ? AND g.concurrency > 0 AND g.power_w IS NOT NULL "
+           "ORDER BY 3")  # fmt: skip
+    for r in view_rows(store, sql, [run_id, run_id]):
+        cell = out.get((r["context_tokens"], r["concurrency"]))
+        if cell is not None and r["s"] is not None:
+            cell.setdefault("timeline", {}).setdefault(r["metric"], []).append((r["s"], r["value"]))
+    return out
+
+
 def load_report(store: Store, run_id: str | None) -> ReportData:
     """Fetch everything a report shows for ``run_id`` (a unique prefix works; ``None`` = latest)."""
     run_id = store.resolve_run(run_id)
@@ -261,4 +284,5 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
         intervals=load_intervals(store, run_id),
         spreads=load_spreads(store, run_id),
         prefill_intervals=load_prefill_intervals(store, run_id),
+        telemetry=load_telemetry(store, run_id),
     )

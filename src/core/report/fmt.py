@@ -161,6 +161,27 @@ def fmt_share(v: float | None) -> str:
     return f"{100.0 * v:.1f} %"
 
 
+def fmt_signed_share(v: float | None) -> str:
+    """One number against another as a signed share: the engine's tok/s vs the client's ``0.0031 -> "+0.3 %"``."""
+    if _missing(v):
+        return DASH
+    return f"{100.0 * v:+.1f} %"
+
+
+def fmt_watts(v: float | None) -> str:
+    """Average power: ``224.96 -> "225 W"``, ``61.25 -> "61.2 W"``."""
+    if _missing(v):
+        return DASH
+    return f"{v:,.0f} W" if v >= 100 else f"{v:.1f} W"
+
+
+def fmt_yes(v: bool | None, why: str | None = None) -> str:
+    """A flag: ``"yes"`` (with its why, ``"yes (sw_power_cap)"``), ``"no"``, or a dash where nothing was read."""
+    if v is None:
+        return DASH
+    return ("yes" + (f" ({why})" if why else "")) if v else "no"
+
+
 def fmt_usd(v: float | None) -> str:
     """Dollars per million tokens: ``0.4123 -> "$0.412"``, ``12.5 -> "$12.50"``."""
     if _missing(v):

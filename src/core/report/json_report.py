@@ -47,7 +47,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
     point's prefill_intervals rows, metric -> ``{lo, hi, method, n}``; empty for points without them),
     ``decode`` rows are decode_matrix rows plus ``reason`` and ``intervals`` (the cell's cell_intervals rows,
     metric -> ``{lo, hi, method, n}``, and for a cell of K > 1 repeats ``repeats, sd, window_lo, window_hi, noisier``;
-    empty for cells without them: not valid, older stores, imported pages), ``latency`` rows latency_percentiles rows;
+    empty for cells without them: not valid, older stores, imported pages), ``telemetry``: ``{engine: the cell's
+    engine_cells row, energy: its gpu_cells row}``, each null where nothing was read (docs/telemetry.md), ``latency`` rows latency_percentiles rows;
     ``slo`` holds the rows of slo_cells, slo_capacity, frontier and cell_engine_stats (docs/slo.md), and of slo_search
     and slo_search_probes (``search``, ``search_probes``; docs/load.md), and ``price``: the run's run_gpus row (its GPUs,
     the GPU-hour price its costs used, ``gpu_hour_source`` report/stored/config, ``stored_gpu_hour_usd``);
@@ -65,6 +66,8 @@ def json_of(d: ReportData) -> dict[str, Any]:
         row["reason"] = d.reason(r["context_tokens"], r["concurrency"])
         ivs = d.intervals.get((r["context_tokens"], r["concurrency"]), {})
         row["intervals"] = _intervals_json(ivs)
+        tel = d.telemetry.get((r["context_tokens"], r["concurrency"]), {})
+        row["telemetry"] = {"engine": tel.get("engine"), "energy": tel.get("gpu")}  # engine_cells, gpu_cells (docs/telemetry.md)
         for m, spread in d.spreads.get((r["context_tokens"], r["concurrency"]), {}).items():  # repeats: the spread beside it
             if m in row["intervals"]:
                 row["intervals"][m].update({k: spread[k] for k in ("repeats", "sd", "window_lo", "window_hi", "noisier")})

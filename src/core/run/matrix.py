@@ -40,7 +40,9 @@ from infermatrix.core.run.live import GridPlan, RunnerReadings, stored_marks
 from infermatrix.core.run.progress import RunProgress
 from infermatrix.core.run.steps import start_up
 from infermatrix.core.store import Store
-from infermatrix.core.store.telemetry import save_gpu_samples
+from infermatrix.core.store.errors import StoreError
+from infermatrix.core.store.telemetry import save_gpu_samples, save_series, save_telemetry_costs
+from infermatrix.core.telemetry.recorder import Telemetry
 from infermatrix.core.types import Capacity, CellResult, EngineInfo, PrefillResult, Prompt, Workload
 from infermatrix.core.wallclock import PhaseClock
 
@@ -73,6 +75,7 @@ class MatrixRun:
     gauges_state: str = field(init=False)
     steps: EngineSteps = field(init=False)  # the engine's steps (core/engine/step.py), with the run's one Phase
     gpu: GpuSampler = field(default_factory=lambda: GpuSampler(interval_s=1.0))  # power, clocks, memory, utilisation per GPU, per cell
+    telemetry: Telemetry | None = None  # the engine's metrics and the GPUs as time series (core/telemetry/), from start() on
     prompts: dict[tuple[int, int], Prompt] = field(default_factory=dict)
     sources: set[str] = field(default_factory=set)  # token sources of the valid cells, for the run's header
     rejected: int = 0  # units in a row in which the engine failed every request
@@ -93,6 +96,7 @@ class MatrixRun:
 
     def context(self) -> RunContext:
         """What a step after the matrix (points, traces, the search, the workload's pass) gets of the run."""
+        self.tag("load")
         return RunContext(cfg=self.cfg, store=self.store, run_id=self.run_id, steps=self.steps, runner=self.runner, workload=self.workload,
                           capacity=self.capacity, max_model_len=self.max_model_len, live=self.live, count=self.count,
                           decode_cell=self.decode_cell)  # fmt: skip
@@ -175,6 +179,47 @@ class MatrixRun:
             self.console.print(f"  {line}", highlight=False, soft_wrap=True)
         state = await start_up(engine, self.client, self.transport, self.console, self._probe_gauges, self.clock)
         self.gauges_state = record_gauges(self.store, self.run_id, self.runner, engine.traits, state, self.console)
+        self.start_telemetry()
+
+    # -- telemetry ------------------------------------------------------------------------------------
+
+    def start_telemetry(self) -> None:
+        """The engine's metrics and the GPUs read on threads of their own from here to the run's end (docs/telemetry.md);
+        with NVML reading the GPUs, the per-cell nvidia-smi sampler is not needed."""
+        t, gauges = self.cfg.telemetry, self.runner.gauges
+        names = self.engine.traits.metrics
+        metrics = (gauges.url, dict(gauges.headers), names) if names is not None and gauges.url and gauges.available else None
+        self.telemetry = Telemetry(t.engine_interval_s, t.gpu_interval_s, metrics, lambda: self.phase.now)
+        self.telemetry.start()
+        if self.telemetry.nvml or not t.gpu_interval_s:
+            self.gpu.off()
+        self.save_telemetry()
+
+    def tag(self, unit: str | None, ctx: int | None = None, n: int | None = None) -> None:
+        """What the telemetry's next reads are of: a decode cell, a prefill probe (n = 0), the load after the matrix."""
+        if self.telemetry is not None:
+            self.telemetry.unit = (unit, ctx, n)
+
+    def save_telemetry(self) -> None:
+        """The telemetry read since the last save, appended; what could not be read, said once."""
+        if self.telemetry is None:
+            return
+        engine_rows, gpu_rows = self.telemetry.drain()
+        save_series(self.store, self.run_id, engine_rows, gpu_rows)
+        for note in self.telemetry.take_notes():
+            self.console.print(f"  [yellow]{escape(self.engine.redact(note))}[/]", highlight=False, soft_wrap=True)
+
+    def close_telemetry(self) -> None:
+        """Stop the samplers, save their last rows and what they cost (a store that cannot take them loses only them)."""
+        if self.telemetry is None:
+            return
+        self.telemetry.stop()
+        try:
+            self.save_telemetry()
+            save_telemetry_costs(self.store, self.run_id, self.telemetry.costs())
+        except StoreError:
+            pass
+        self.telemetry = None
 
     async def _describe(self, phase: Phase) -> tuple[EngineInfo, str | None, Capacity, Any]:
         engine, client = self.engine, self.client
@@ -221,6 +266,7 @@ class MatrixRun:
         """One prefill probe at ``ctx``, one step: saved (an engine lost in it: ``error``, then brought back)."""
         label = progress.cell_label(ctx)
         progress.cell(label, (ctx, None))
+        self.tag(label, ctx, 0)
         reset = self.reset_prefix_cache if self.engine.traits.prefix_cache_reset is not None else None
         probe = functools.partial(probe_prefill, self.runner, self.workload, ctx, self.max_model_len, self.run_id, self.rtts, self.phase, reset)
 
@@ -233,6 +279,7 @@ class MatrixRun:
             self.runner.warmth.wrote(sum((s.prompt_tokens or ctx) + 1 for s in result.samples))
             self.phase("save")
             self.store.save_prefill(self.run_id, result)
+            self.save_telemetry()
             detail = f"{result.prompt_tps:,.0f} prompt tok/s, TTFT {result.ttft_ms:,.0f} ms" if result.status == "valid" else (result.reason or "")
             progress.finished(label, result.status, detail, (ctx, None), result.prompt_tps)
             if not end.down:  # an engine brought back is not one that rejects everything
@@ -274,6 +321,7 @@ class MatrixRun:
         m = self.cfg.matrix
         label = progress.cell_label(ctx, n) + (f" #{repeat}" if repeat is not None else "")
         progress.cell(label, (ctx, n))
+        self.tag(label, ctx, n)
         before = self.clock.totals()  # the cell's own phases_s: from here to its save
         too_big = over_capacity_reason(ctx, n, m.max_output, self.capacity, self.max_model_len, m.prompt_mode)
         if too_big and (repeat or 1) > 1:
@@ -343,6 +391,7 @@ class MatrixRun:
         self._store_cell(result, repeat)
         if gpu_samples:
             save_gpu_samples(store, run_id, result.context_tokens, result.concurrency, gpu_samples)
+        self.save_telemetry()
         self.count(result.status)
         if result.token_source and result.status == "valid":
             self.sources.add(result.token_source)

@@ -108,8 +108,7 @@ async def execute_run(
                 created = True
                 outcome.status = "failed"
                 matrix_run = MatrixRun(pm, cfg, store, console, engine, client, transport, run_id, clock, outcome.cells, plan=plan_lines(cfg), live_view=live)
-                await matrix_run.run(todo)
-                await _after_matrix(matrix_run, store, run_id, cfg, retry_errors)
+                await _measure(matrix_run, todo, retry_errors)
             _ended(outcome, store, cfg, work.cancelled_caught)
         except (EngineError, StoreError) as exc:  # the engine failed; or a result could not be saved (a full disk): resumable
             if isinstance(exc, StoreError) and not created:
@@ -238,6 +237,15 @@ async def _open_run(
     else:
         store.update_run(run_id, status="running", finished_at=None, error=None)
     return run_id, engine, todo
+
+
+async def _measure(matrix_run: MatrixRun, todo: tuple[list[int], list[CellStep]], retry_errors: bool) -> None:
+    """The matrix, then what comes after it; the telemetry samplers' threads end with the run's work, however it ends."""
+    try:
+        await matrix_run.run(todo)
+        await _after_matrix(matrix_run, matrix_run.store, matrix_run.run_id, matrix_run.cfg, retry_errors)
+    finally:
+        matrix_run.close_telemetry()
 
 
 async def _after_matrix(matrix_run: MatrixRun, store: Store, run_id: str, cfg: RunConfig, retry_errors: bool) -> None:

@@ -44,7 +44,9 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 #     sweep_frontier, sweep_setting_scores, best_setting (issue 29; docs/tuning.md);
 #     TTFO (requests.ttfo_ms / reasoning, point_requests.ttfo_ms / reasoning, the 'ttfo' histogram, the SLO key
 #     ttfo_p<P>_ms) and burst points (burst.sql: bursts, the burst_points view) (issue 31 items 1 and 4);
-#     tasks.sql: task_requests and the task_results view (issue 31 item 2: natural-length completions, task accuracy).
+#     tasks.sql: task_requests and the task_results view (issue 31 item 2: natural-length completions, task accuracy);
+#     engine_samples, gpu_series, telemetry_costs and the views engine_timeline, engine_cells, gpu_cells
+#     (engine_telemetry.sql); frontier gains joules_per_mtok and energy_usd_per_mtok (issue 32).
 SCHEMA_VERSION = 11
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
@@ -52,6 +54,7 @@ SCHEMA_VERSION = 11
 SCHEMA_FILES = (
     "schema.sql",  # tables; migrations are the idempotent ALTERs at its end (v1 -> v2 adds two runs columns)
     "views.sql",  # macros (context_label, latency_at, nearest_rank, wilson_bound) and the matrix views
+    "engine_telemetry.sql",  # the engine's and the GPUs' time series (issue 32; core/telemetry/), before frontier reads it
     "slo_views.sql",  # SLO judgement (docs/slo.md), reads decode_matrix
     "load.sql",  # open-loop points (issue 20)
     "workload.sql",  # shared-prefix and multi-turn passes (issue 20; docs/workloads.md)

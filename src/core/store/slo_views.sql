@@ -213,7 +213,9 @@ ORDER BY b.run_id, b.slo, b.context_tokens;
 
 -- Throughput per GPU against interactivity (tok/s per user: per_request_tps), per run and context.
 -- on_frontier: no other valid cell of the same run and context has at least as much of both and more of one.
--- usd_per_mtok: dollars per million output tokens = gpu_hour_usd / (tps_per_gpu x 3600 / 1e6);
+-- usd_per_mtok: dollars per million output tokens = gpu_hour_usd / (tps_per_gpu x 3600 / 1e6), plus the energy's
+-- (energy_usd_per_mtok) where the config gives hardware.kwh_usd and NVML measured the cell (v11, issue 32; either
+-- part alone when only it is known);
 -- usd_per_mtok_total (after the contract columns): per million prompt + output tokens, with input_tps the prompt
 -- tokens of the requests sent inside the window per second (a warm prompt counts whole, as the tools that
 -- publish total-token costs count it).
@@ -230,9 +232,12 @@ WITH input AS (
     SELECT d.run_id, d.engine, d.context_label, d.context_tokens, d.concurrency,
            d.total_tps / g.gpus AS tps_per_gpu, d.per_request_tps AS tps_per_user, g.gpus, g.gpu_hour_usd,
            i.prompt_tokens / d.measured_s AS input_tps, d.total_tps
+           , e.j_per_mtok, e.j_per_mtok / 3.6e6 * TRY_CAST(json_extract_string(r.config, '$.hardware.kwh_usd') AS DOUBLE) AS energy_usd_per_mtok
     FROM decode_matrix d
     LEFT JOIN run_gpus g ON g.run_id = d.run_id
     LEFT JOIN input i ON i.run_id = d.run_id AND i.context_tokens = d.context_tokens AND i.concurrency = d.concurrency
+    LEFT JOIN gpu_cells e ON e.run_id = d.run_id AND e.context_tokens = d.context_tokens AND e.concurrency = d.concurrency
+    LEFT JOIN runs r ON r.run_id = d.run_id
     WHERE d.status = 'valid' AND d.total_tps IS NOT NULL AND d.per_request_tps IS NOT NULL
 )
 SELECT a.run_id, a.engine, a.context_label, a.concurrency, a.tps_per_gpu, a.tps_per_user,
@@ -242,9 +247,11 @@ SELECT a.run_id, a.engine, a.context_label, a.concurrency, a.tps_per_gpu, a.tps_
              AND b.tps_per_gpu >= a.tps_per_gpu AND b.tps_per_user >= a.tps_per_user
              AND (b.tps_per_gpu > a.tps_per_gpu OR b.tps_per_user > a.tps_per_user)
        ) END AS on_frontier,
-       a.gpu_hour_usd / (a.tps_per_gpu * 3600 / 1e6) AS usd_per_mtok,
+       CASE WHEN a.gpu_hour_usd IS NOT NULL OR a.energy_usd_per_mtok IS NOT NULL THEN
+           coalesce(a.gpu_hour_usd / (a.tps_per_gpu * 3600 / 1e6), 0) + coalesce(a.energy_usd_per_mtok, 0) END AS usd_per_mtok,
        a.context_tokens, a.gpus, a.gpu_hour_usd, a.input_tps,
-       a.gpu_hour_usd / ((a.total_tps + a.input_tps) / a.gpus * 3600 / 1e6) AS usd_per_mtok_total
+       a.gpu_hour_usd / ((a.total_tps + a.input_tps) / a.gpus * 3600 / 1e6) AS usd_per_mtok_total,
+       a.j_per_mtok AS joules_per_mtok, a.energy_usd_per_mtok
 FROM pts a
 ORDER BY a.run_id, a.context_tokens, a.concurrency;
 

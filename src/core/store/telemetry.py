@@ -11,7 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["save_gpu_samples", "GPU_SAMPLE_COLUMNS"]
+from infermatrix.core.store.store import Bulk
+
+__all__ = ["save_gpu_samples", "GPU_SAMPLE_COLUMNS", "save_series", "save_telemetry_costs", "ENGINE_SAMPLE_COLUMNS", "GPU_SERIES_COLUMNS"]
+
+# The order core/telemetry/recorder.py drains rows in (after run_id): engine_telemetry.sql's tables.
+ENGINE_SAMPLE_COLUMNS = ("run_id", "t", "t_mono", "phase", "unit", "context_tokens", "concurrency", "metric", "labels", "value")
+GPU_SERIES_COLUMNS = (
+    "run_id", "t", "t_mono", "phase", "unit", "context_tokens", "concurrency", "gpu",
+    "power_w", "energy_mj", "sm_clock_mhz", "mem_clock_mhz", "memory_used_mib", "utilization_pct", "temperature_c", "throttle_mask",
+)
+_COST_COLUMNS = ("run_id", "source", "interval_s", "reads", "failures", "cpu_s", "wall_s")
 
 GPU_SAMPLE_COLUMNS = (
     "run_id", "context_tokens", "concurrency", "t", "t_mono", "gpu",
@@ -40,3 +50,22 @@ def save_gpu_samples(store: Any, run_id: str, context_tokens: int, concurrency: 
         [v for row in rows for v in row],
     )
     return len(rows)
+
+
+def save_series(store: Any, run_id: str, engine_rows: list[tuple[Any, ...]], gpu_rows: list[tuple[Any, ...]]) -> None:
+    """Append telemetry rows (as ``Telemetry.drain`` gives them) to ``engine_samples`` and ``gpu_series``, in one
+    transaction. They are a time series of the run, not of a cell: saved between steps, appended, never replaced."""
+    statements: list[tuple[Any, Any]] = []
+    if engine_rows:
+        statements.append((Bulk, ("engine_samples", ENGINE_SAMPLE_COLUMNS, [[run_id, *r] for r in engine_rows])))
+    if gpu_rows:
+        statements.append((Bulk, ("gpu_series", GPU_SERIES_COLUMNS, [[run_id, *r] for r in gpu_rows])))
+    if statements:
+        store._transaction("telemetry samples", statements)
+
+
+def save_telemetry_costs(store: Any, run_id: str, costs: list[dict[str, Any]]) -> None:
+    """What each sampler cost (``Telemetry.costs``), added to the run's earlier sessions' (a resumed run has several)."""
+    for c in costs:
+        store.query(f"INSERT INTO telemetry_costs ({', '.join(_COST_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [run_id, *(c[k] for k in _COST_COLUMNS[1:])])  # fmt: skip
