@@ -9,6 +9,7 @@ import pytest
 
 from imx_telemetry import add_telemetry
 from infermatrix.core.report import render_html, render_markdown
+from infermatrix.core.report.fmt import fmt_ratio
 from infermatrix.core.report.json_report import render_json
 
 POWER_W = 400.0
@@ -81,3 +82,36 @@ def test_html_draws_each_cells_timeline_and_markdown_does_not(with_telemetry):
         assert f'id="timeline-{ctx}-{n}"' in html and f'id="timeline-{ctx}-{n}-power"' in html
     assert html.count('data-series="GPU 0"') == len(valid) and html.count('data-series="KV %"') == len(valid)
     assert "timeline-" not in render_markdown(store, run_id)
+
+
+def test_compare_shows_both_runs_engine_and_energy_in_every_format(store):
+    """compare (issue 32 item 5): for cells with telemetry in both runs, each engine's own tok/s, preemptions and held-back
+    flag and each run's joules per million tokens, with other/A — the numbers the two runs' reads were made from."""
+    from imx_factories import fill_run
+
+    from infermatrix.core.report import render_compare_html, render_compare_markdown
+    from infermatrix.core.report.json_report import render_compare_json
+
+    a, cells_a, _ = fill_run(store, seed=1, other=False)
+    b, cells_b, _ = fill_run(store, {"engine": "sglang"}, scale=1.25, seed=2, other=False)
+    both = sorted(k for k, v in cells_a.items() if v[0].status == "valid" and k in cells_b and cells_b[k][0].status == "valid")
+    shared = both[:3]
+    add_telemetry(store, a, {k: cells_a[k] for k in shared}, power_w=POWER_W, preempting={shared[0]})
+    add_telemetry(store, b, {k: cells_b[k] for k in shared + both[3:4]}, power_w=2 * POWER_W)  # one cell only B read
+    doc = render_compare_json(store, [a, b])
+    got = {(r["context_tokens"], r["concurrency"]): r for r in doc["telemetry"]}
+    assert sorted(got) == shared  # cells read in both runs only
+    for key, r in got.items():
+        ta, tb = cells_a[key][0].total_tps, cells_b[key][0].total_tps
+        assert r["a"]["engine"]["engine_tps"] == pytest.approx(ta) and r["b"]["engine"]["engine_tps"] == pytest.approx(tb)
+        assert r["a"]["engine"]["held_back"] is (key == shared[0]) and r["b"]["engine"]["held_back"] is False
+        assert r["b"]["gpu"]["j_per_mtok"] == pytest.approx(1e6 * 2 * POWER_W / tb)
+        assert "timeline" not in r["a"]
+    md = render_compare_markdown(store, [a, b])
+    section = md.split("## Engine and GPU", 1)[1].split("\n## ", 1)[0]
+    lines = [ln for ln in section.splitlines() if ln.startswith("| ") and not ln.startswith(("| Context", "| ---"))]
+    assert len(lines) == len(shared)
+    first = [c.strip() for c in lines[0].strip("|").split("|")]
+    ja, jb = 1e6 * POWER_W / cells_a[shared[0]][0].total_tps, 1e6 * 2 * POWER_W / cells_b[shared[0]][0].total_tps
+    assert first[6:10] == ["60", "0", "yes", "no"] and first[-1] == fmt_ratio(jb / ja)
+    assert "Engine and GPU" in render_compare_html(store, [a, b])

@@ -21,7 +21,7 @@ from infermatrix.core.contexts import format_context, parse_context
 from infermatrix.core.intervals import Interval, Verdict, verdict_of
 from infermatrix.core.intervals.tdist import Z95
 from infermatrix.core.report.compare_tasks import TaskComparison, compare_tasks
-from infermatrix.core.report.data import Intervals, load_intervals
+from infermatrix.core.report.data import Intervals, load_intervals, load_telemetry
 from infermatrix.core.report.fmt import fmt_ms, fmt_ratio, fmt_tokens, fmt_tps, status_label
 from infermatrix.core.report.query import view_rows
 from infermatrix.core.store import Store, StoreError
@@ -173,6 +173,8 @@ class Comparison:
     intervals: dict[str, Intervals] = field(default_factory=dict)  # run -> cell -> metric -> interval
     bursts: list[BurstPair] = field(default_factory=list)  # bursts valid in A and another run, alike (docs/load.md, "Bursts")
     tasks: dict[str, list[TaskComparison]] = field(default_factory=dict)  # run B -> its task sets against A's (compare_tasks.py)
+    # run -> decode cell -> its engine_cells / gpu_cells rows (docs/telemetry.md), timelines left out
+    telemetry: dict[str, dict[tuple[int, int], dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def baseline(self) -> str:
@@ -303,7 +305,8 @@ def load_comparison(store: Store, run_ids: list[str]) -> Comparison:
         _judge(pair, intervals[ids[0]], intervals[b])
     diffs, unknown = _method(store, runs, letters)
     tasks = {b: compare_tasks(store, ids[0], b) for b in ids[1:]}
-    return Comparison(runs, letters, pairs, _best(decode), diffs, unknown, decode, intervals, _burst_pairs(store, ids), tasks)
+    telemetry = {rid: {k: {p: r for p, r in t.items() if p != "timeline"} for k, t in load_telemetry(store, rid).items()} for rid in ids}
+    return Comparison(runs, letters, pairs, _best(decode), diffs, unknown, decode, intervals, _burst_pairs(store, ids), tasks, telemetry)
 
 
 # --fail-if-slower's metrics -> (the cell_intervals metric, the decode_matrix column without intervals, higher is better)

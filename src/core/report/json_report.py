@@ -8,6 +8,7 @@ from typing import Any
 
 from infermatrix.core.report.compare_data import METRICS, Comparison, load_comparison
 from infermatrix.core.report.data import ReportData, load_report
+from infermatrix.core.report.sections.telemetry_compare import telemetry_pairs
 from infermatrix.core.store import Store
 
 __all__ = ["render_json", "json_of", "REPORT_FORMAT", "REPORT_VERSION", "TOP_KEYS", "render_compare_json", "compare_json_of",
@@ -16,11 +17,11 @@ __all__ = ["render_json", "json_of", "REPORT_FORMAT", "REPORT_VERSION", "TOP_KEY
 REPORT_FORMAT = "infermatrix.report"
 REPORT_VERSION = 1
 # Top-level keys, always present (lists may be empty). Row keys are the views' columns.
-# Keys added later go at the end (a reader of version 1 keeps working): "bursts" (issue 31).
+# Keys added later go at the end (a reader of version 1 keeps working): "bursts" (issue 31); compare's "telemetry" (issue 32).
 TOP_KEYS = ("format", "version", "run", "prefill", "decode", "latency", "slo", "trace", "points", "workload", "bursts")
 COMPARE_FORMAT = "infermatrix.compare"
 COMPARE_VERSION = 1
-COMPARE_KEYS = ("format", "version", "baseline", "runs", "method", "pairs", "best", "bursts")
+COMPARE_KEYS = ("format", "version", "baseline", "runs", "method", "pairs", "best", "bursts", "telemetry")
 
 
 def _plain(v: Any) -> Any:
@@ -109,7 +110,8 @@ def _cell_metric(c: Any, key: str, a: float | None, b: float | None, r: float | 
 
 
 def compare_json_of(cmp: Comparison) -> dict[str, Any]:
-    """``{format, version, baseline, runs, method, pairs, best, bursts}``; ratios are other / baseline; ``bursts``: each burst
+    """``{format, version, baseline, runs, method, pairs, best, bursts, telemetry}``; ``telemetry``: each decode cell with
+    engine or GPU reads in the baseline and another run, both sides' engine_cells / gpu_cells rows; ratios are other / baseline; ``bursts``: each burst
     valid in the baseline and another run, sent alike, with its burst_points rows and per metric the ratio and its word
     by the fixed rule (docs/load.md, "Bursts")."""
     pairs = []
@@ -145,6 +147,8 @@ def compare_json_of(cmp: Comparison) -> dict[str, Any]:
                  for b in cmp.best],
         "bursts": [{"run_a": cmp.baseline, "run_b": p.run_b, "a": p.a, "b": p.b,
                     "ratios": {k: {"ratio": r, "verdict": w} for k, (r, w) in p.ratios.items()}} for p in cmp.bursts],
+        "telemetry": _plain([{"run_a": cmp.baseline, "run_b": rid, "context_tokens": ctx, "concurrency": n, "a": ta, "b": tb}
+                             for rid, (ctx, n), ta, tb in telemetry_pairs(cmp)]),
     })
 
 
