@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import math
 
 from infermatrix.core.intervals.batches import Interval
-from infermatrix.core.intervals.tdist import Z95, t_quantile
+from infermatrix.core.intervals.tdist import Z95, mean_interval
 
 __all__ = ["RepeatInterval", "across_repeats", "chi2_quantile"]
 
@@ -51,10 +51,9 @@ def across_repeats(values: Sequence[float], windows: Sequence[Interval | None]) 
     k = len(values)
     if k < 2:
         return None
-    mean = sum(values) / k
+    mean, lo, hi = mean_interval(values) or (values[0], values[0], values[0])  # k ≥ 2 here: never the fallback
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (k - 1))
-    half = t_quantile(k - 1) * sd / math.sqrt(k)
-    iv = Interval(mean, mean - half, mean + half, f"t across repeats, K={k}", k)
+    iv = Interval(mean, lo, hi, f"t across repeats, K={k}", k)
     ses = [_se(w) for w in windows]
     if len(ses) != k or any(s is None for s in ses):
         return RepeatInterval(iv, sd, None, None, None)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["T_LEVEL", "Z95", "t_quantile"]
+import math
+from collections.abc import Sequence
+
+__all__ = ["T_LEVEL", "Z95", "t_quantile", "mean_interval"]
 
 T_LEVEL = 0.95  # every interval of this package is a 95 % one
 Z95 = 1.959963984540054
@@ -20,3 +23,14 @@ def t_quantile(df: int) -> float:
         return _T975[df - 1]
     z = Z95
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def mean_interval(values: Sequence[float]) -> tuple[float, float, float] | None:
+    """(mean, lo, hi): the 95 % t interval of the mean of independent values; None under two values."""
+    n = len(values)
+    if n < 2:
+        return None
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t_quantile(n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half

@@ -8,22 +8,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infermatrix.core.intervals.tdist import Z95, t_quantile
+from infermatrix.core.intervals.tdist import Z95, mean_interval
 
 __all__ = ["mean_interval", "wilson", "StopRule", "mcnemar_exact", "two_proportions", "TestResult", "SIGNIFICANCE"]
 
 SIGNIFICANCE = 0.05  # a comparison's verdict is "different" below this p-value
-
-
-def mean_interval(values: list[float]) -> tuple[float, float, float] | None:
-    """(mean, lo, hi): the 95 % t interval of the mean of independent values; None under two values."""
-    n = len(values)
-    if n < 2:
-        return None
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = t_quantile(n - 1) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
 
 
 def wilson(good: int, n: int, z: float = Z95) -> tuple[float, float] | None:

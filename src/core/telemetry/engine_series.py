@@ -10,15 +10,15 @@ gets its gauges only, as the rest of the run reads it. Vendor-neutral: nothing h
 from __future__ import annotations
 
 import json
-import threading
 import time
-from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from infermatrix.core.engine.prometheus import sample_name
 from infermatrix.core.engine.traits import GAUGE_FIELDS, MetricNames
+
+from infermatrix.core.telemetry.ticker import RowBuffer
 
 __all__ = ["EngineSeries", "wanted_series", "page_rows"]
 
@@ -53,16 +53,13 @@ def page_rows(page: str, names: MetricNames) -> list[tuple[str, str, float]]:
     return out
 
 
-class EngineSeries:
+class EngineSeries(RowBuffer):
     """Reads ``url`` (the engine's metrics page) with its own blocking client, on the telemetry thread."""
 
     def __init__(self, url: str, headers: dict[str, str], names: MetricNames, timeout_s: float = 5.0):
         self.url, self.names = url, names
         self.client = httpx.Client(headers=headers, timeout=timeout_s)
-        self.rows: list[tuple[Any, ...]] = []  # (t, t_mono, metric, labels, value), taken by drain()
-        self.lock = threading.Lock()
-        self.failures = 0
-        self.last_error: str | None = None
+        super().__init__()  # rows: (t, t_mono, metric, labels, value)
 
     def read(self) -> None:
         t0 = time.monotonic()
@@ -77,13 +74,7 @@ class EngineSeries:
         t_mono = (t0 + time.monotonic()) / 2  # the page was rendered somewhere in between
         t = time.time() - (time.monotonic() - t_mono)
         rows = [(t, t_mono, metric, labels, value) for metric, labels, value in page_rows(page, self.names)]
-        with self.lock:
-            self.rows.extend(rows)
-
-    def drain(self) -> list[tuple[Any, ...]]:
-        with self.lock:
-            rows, self.rows = self.rows, []
-        return rows
+        self.keep(rows)
 
     def close(self) -> None:
         self.client.close()

@@ -10,9 +10,10 @@ Tests replace ``pynvml`` with a scripted fake at this boundary (tests/fake_nvml/
 from __future__ import annotations
 
 import importlib
-import threading
 import time
 from typing import Any, Callable
+
+from infermatrix.core.telemetry.ticker import RowBuffer
 
 __all__ = ["NvmlReader", "open_nvml", "THROTTLE_REASONS", "THROTTLING", "throttle_names", "GPU_SERIES_FIELDS"]
 
@@ -50,15 +51,12 @@ def open_nvml() -> tuple[NvmlReader | None, str | None]:
     return NvmlReader(nv, handles), None
 
 
-class NvmlReader:
+class NvmlReader(RowBuffer):
     """One read of every GPU per ``read()``; rows ``(t, t_mono, gpu, *GPU_SERIES_FIELDS)`` taken by ``drain()``."""
 
     def __init__(self, nv: Any, handles: list[Any]):
         self.nv, self.handles = nv, handles
-        self.rows: list[tuple[Any, ...]] = []
-        self.lock = threading.Lock()
-        self.failures = 0
-        self.last_error: str | None = None
+        super().__init__()  # rows: (t, t_mono, gpu, *GPU_SERIES_FIELDS)
 
     def _get(self, fn: Callable[[], Any]) -> Any:
         try:
@@ -92,13 +90,7 @@ class NvmlReader:
                 self.last_error = f"GPU {i} answered nothing"
                 continue
             rows.append((time.time() - (time.monotonic() - t_mono), t_mono, i, *values))
-        with self.lock:
-            self.rows.extend(rows)
-
-    def drain(self) -> list[tuple[Any, ...]]:
-        with self.lock:
-            rows, self.rows = self.rows, []
-        return rows
+        self.keep(rows)
 
     def close(self) -> None:
         try:

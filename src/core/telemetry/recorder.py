@@ -11,38 +11,31 @@ between steps to be saved (docs/telemetry.md).
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable
 
 from infermatrix.core.engine.traits import MetricNames
 from infermatrix.core.telemetry.engine_series import EngineSeries
 from infermatrix.core.telemetry.nvml import NvmlReader, open_nvml
-from infermatrix.core.telemetry.ticker import Ticker
+from infermatrix.core.telemetry.ticker import RowBuffer, Ticker
 
 __all__ = ["Telemetry", "Unit"]
 
 Unit = tuple["str | None", "int | None", "int | None"]  # (label, context tokens, concurrency) of the step running
 
 
-class _Tagged:
+class _Tagged(RowBuffer):
     """A reader whose rows are tagged ``(phase, unit label, context tokens, concurrency)`` at read time."""
 
     def __init__(self, reader: EngineSeries | NvmlReader, tag: Callable[[], tuple[Any, ...]]):
+        super().__init__()
         self.reader, self.tag = reader, tag
-        self.rows: list[tuple[Any, ...]] = []
-        self.lock = threading.Lock()
 
     def read(self) -> None:
         tag = self.tag()
         self.reader.read()
-        rows = [row[:2] + tag + row[2:] for row in self.reader.drain()]
-        with self.lock:
-            self.rows.extend(rows)
+        self.keep([row[:2] + tag + row[2:] for row in self.reader.drain()])
 
-    def take(self) -> list[tuple[Any, ...]]:
-        with self.lock:
-            rows, self.rows = self.rows, []
-        return rows
+    take = RowBuffer.drain
 
 
 class Telemetry:

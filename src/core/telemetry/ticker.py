@@ -9,9 +9,29 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
-__all__ = ["Ticker"]
+__all__ = ["Ticker", "RowBuffer"]
+
+
+class RowBuffer:
+    """What a reader on a telemetry thread keeps for the run: rows its reads made, taken by ``drain()`` between the
+    run's steps; reads that failed (``failures``) and the last one's error, said once in the run's output."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+        self.lock = threading.Lock()
+        self.failures = 0
+        self.last_error: str | None = None
+
+    def keep(self, rows: list[tuple[Any, ...]]) -> None:
+        with self.lock:
+            self.rows.extend(rows)
+
+    def drain(self) -> list[tuple[Any, ...]]:
+        with self.lock:
+            rows, self.rows = self.rows, []
+        return rows
 
 
 class Ticker:
