@@ -52,7 +52,7 @@ class SimEngineConfig(EngineConfig):
 
     @model_validator(mode="after")
     def _args_launch_only(self) -> SimEngineConfig:
-        if self.base_url and self.args.model_fields_set:
+        if self.base_url and self.args.model_dump(exclude_defaults=True):  # a stored config round-trips every field: set is not enough
             raise ValueError("engine.args: only for a sim infermatrix launches (an attached server runs its own)")
         return self
 
