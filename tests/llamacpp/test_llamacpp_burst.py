@@ -1,0 +1,66 @@
+"""A burst on real llama.cpp (CPU) against the server's own log (issue 31 item 1's done-when: "the server's own request
+count and span matching the point's"). llama-server logs each task's slot being taken (``launch_slot_``) and freed
+(``release``, with the tokens the slot then holds) on a clock of its own (minutes.seconds.ms.µs since it started):
+exactly the burst's requests ran, never more than its concurrency at once, and the point's duration — the first request's
+send beginning to the last stream read — spans the server's first take to its last release plus at most a few loopback
+deliveries (before the burst's start was that send's beginning, not its post-write stamp, this test caught it up to 31 ms short).
+"""
+
+from __future__ import annotations
+
+import re
+
+import duckdb
+import pytest
+from llamacpp_helpers import TINY_CONFIG, cli, launch_args, processes_using
+
+pytestmark = [pytest.mark.llamacpp, pytest.mark.slow, pytest.mark.timeout(600)]
+
+REQUESTS, CONCURRENCY, CONTEXT = 8, 2, 256
+# Two loopback deliveries (the first body read, the last chunk written) and the first connect, 5 ms as the sim's burst bar allows
+# (tests/fidelity/bars.py LOOPBACK_MS); a llamacpp test runs solo, so nothing else is on the cores. Measured: 1.3 ms.
+SPAN_SLACK_MS = 10.0
+LINE = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) . slot +(launch_slot_|release): id +\d+ \| task (\d+) \|(?:.*n_tokens = (\d+))?")
+
+
+def server_tasks(log: str) -> dict[int, dict]:
+    """task -> {start, end, n_tokens} in seconds on the server's clock, from its log lines."""
+    tasks: dict[int, dict] = {}
+    for line in log.splitlines():
+        m = LINE.match(line)
+        if m:
+            mm, ss, ms, us, what, task, n = m.groups()
+            t = int(mm) * 60 + int(ss) + int(ms) / 1e3 + int(us) / 1e6
+            tasks.setdefault(int(task), {})["start" if what == "launch_slot_" else "end"] = t
+            if n:
+                tasks[int(task)]["n_tokens"] = int(n)
+    return tasks
+
+
+def test_a_burst_matches_llama_servers_own_log_of_its_requests_and_span(llama_server, tiny_gguf, tmp_path):
+    db = tmp_path / "burst.duckdb"
+    res = cli("run", str(TINY_CONFIG), *launch_args(llama_server, tiny_gguf), "--set", "matrix.contexts=[]",
+              "--set", f"matrix.prefill_contexts=[{CONTEXT}]", "--burst", f"{REQUESTS}@{CONCURRENCY}", "--burst-context",
+              str(CONTEXT), "--db", str(db), cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert processes_using(str(tiny_gguf)) == []
+    con = duckdb.connect(str(db), read_only=True)
+    (run_id,) = con.execute("SELECT run_id FROM runs").fetchone()
+    b = dict(zip(("status", "requests", "completed", "duration_s"), con.execute(
+        "SELECT status, requests, completed, duration_s FROM burst_points").fetchone()))  # fmt: skip
+    sent = con.execute("SELECT prompt_tokens + output_tokens - 1 FROM point_requests").fetchall()
+    con.close()
+    assert b["status"] == "valid" and b["requests"] == b["completed"] == REQUESTS == len(sent), b
+    log = (db.with_name(db.stem + ".runs") / run_id / "llamacpp.log").read_text(errors="replace")
+    # The burst is the run's last step (after the prefill probe): its tasks are the server's last REQUESTS.
+    tasks = sorted(server_tasks(log).values(), key=lambda t: t["start"])
+    burst = tasks[-REQUESTS:]
+    assert all("end" in t for t in tasks)  # every task the server took, it released
+    # each holds what the client counted: its prompt and every output token but the last (sampled, never evaluated)
+    assert sorted(t["n_tokens"] for t in burst) == sorted(n for (n,) in sent)
+    assert all(t["n_tokens"] != burst[0]["n_tokens"] for t in tasks[:-REQUESTS])  # the probe before was not burst-shaped
+    edges = sorted([(t["start"], 1) for t in burst] + [(t["end"], -1) for t in burst], key=lambda e: (e[0], e[1]))
+    held = [sum(step for _, step in edges[: i + 1]) for i in range(len(edges))]
+    assert max(held) == CONCURRENCY  # the cap held on the server's side, and was used
+    server_s = max(t["end"] for t in burst) - min(t["start"] for t in burst)
+    assert 0 <= (b["duration_s"] - server_s) * 1000 < SPAN_SLACK_MS, (b["duration_s"], server_s)
