@@ -60,9 +60,9 @@ def burst_tail(records: list[RequestRecord]) -> dict[str, Any]:
     last request was sent: from then on fewer than ``concurrency`` are in flight and none waits), and the request and
     token rates before it. Why ``opened`` and not ``sent`` (stamped after the write returns): a client process
     descheduled between its write and that stamp stamps late while the server is already working — on a loaded
-    2-core machine the burst came out up to 31 ms (4 %) shorter than llama-server's own log of it. A stamp taken
+    2-core machine a burst came out up to 31 ms (4 %) shorter than a real engine's own log of it. A stamp taken
     before the write can only be early, by the connect and write (well under a millisecond on loopback), and then
-    the span holds the server's (tests/llamacpp/test_llamacpp_burst.py)."""
+    the span holds the server's (docs/metrics.md, "Bursts")."""
     written = [r for r in records if r.written]
     ends = [r.ended for r in written if r.ended is not None]
     if not written or not ends:
