@@ -145,9 +145,20 @@ def _first(rows: list[dict[str, Any]]) -> int | None:
     return min((c["concurrency"] for c in rows), default=None)
 
 
+# A cell the setting could not hold: not run (over_capacity: past the capacity the engine reported) or run but never
+# holding its load at once (admission_limited: the engine's batch cap or KV cache held the rest back).
+HELD_BACK = ("over_capacity", "admission_limited")
+
+
+def _over_capacity(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """``over_capacity_at``: the first load the setting could not hold, and ``over_capacity_status``: how it showed."""
+    held = sorted((c for c in cells if c["status"] in HELD_BACK), key=lambda c: c["concurrency"])
+    return {"over_capacity_at": held[0]["concurrency"] if held else None, "over_capacity_status": held[0]["status"] if held else None}
+
+
 def why_rows(r: SweepReport) -> list[dict[str, Any]]:
     """Per SLO and context the goodput winner was chosen in, one row per other setting whose run ran: ``over_capacity_at``
-    (its first over_capacity cell there), ``slo_lost_at`` (its first valid cell there that does not meet the SLO),
+    (its first cell there it could not hold: over_capacity or admission_limited, ``over_capacity_status`` says which), ``slo_lost_at`` (its first valid cell there that does not meet the SLO),
     ``value`` (its SLO goodput per GPU at its best cell meeting it, None when none does), ``best_value`` and ``shortfall``
     (1 − value ÷ best_value), and ``per`` (GPU, or server where a GPU count is unknown)."""
     out = []
@@ -160,8 +171,7 @@ def why_rows(r: SweepReport) -> list[dict[str, Any]]:
             value = None if score is None else score["value"]
             out.append({
                 "slo": slo, "context_label": b["context_label"], "context_tokens": ctx, "run_id": rid, "setting": s["setting"],
-                "over_capacity_at": _first([c for c in r.cells if c["run_id"] == rid and c["context_tokens"] == ctx
-                                            and c["status"] == "over_capacity"]),
+                **_over_capacity([c for c in r.cells if c["run_id"] == rid and c["context_tokens"] == ctx]),
                 "slo_lost_at": _first([c for c in r.slo_cells if c["run_id"] == rid and c["slo"] == slo
                                        and c["context_tokens"] == ctx and c["meets"] is False]),
                 "value": value, "best_value": b["value"], "best_setting": b["setting"],

@@ -102,7 +102,8 @@ def why_line(w: dict[str, Any]) -> str:
     """Why a setting lost, in one line: over capacity at N, SLO lost at N, and how much less goodput per GPU it made."""
     parts = []
     if w["over_capacity_at"] is not None:
-        parts.append(f"over capacity at {w['over_capacity_at']}")
+        held = " (admission-limited: the engine never ran that many at once)" if w.get("over_capacity_status") == "admission_limited" else ""
+        parts.append(f"over capacity at {w['over_capacity_at']}{held}")
     if w["slo_lost_at"] is not None:
         parts.append(f"SLO lost at {w['slo_lost_at']}")
     per = w["per"]
@@ -124,7 +125,7 @@ def _why_section(r: SweepReport) -> Section | None:
         mine = [w for w in r.why if w["slo"] == slo and w["context_tokens"] == ctx]
         blocks += [Paragraph([f"SLO {slo}, {mine[0]['context_label']} context (goodput; best: {mine[0]['best_setting']}):"]),
                    Bullets([why_line(w) for w in mine])]  # fmt: skip
-    blocks.append(Note("over capacity at N: its first cell the engine could not hold; SLO lost at N: its first measured cell "
+    blocks.append(Note("over capacity at N: its first load the engine could not hold (not run, or admission-limited); SLO lost at N: its first measured cell "
                        "that does not meet the SLO; slower: its best cell meeting the SLO against the winner's"))  # fmt: skip
     return Section("why", "Why the other settings lost", blocks)
 
