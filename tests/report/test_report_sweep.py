@@ -145,3 +145,82 @@ def test_bad_input_is_one_line_exit_2(swept, args, says):
     res = run_cli("report", "--db", str(db), *(run if a == "RUN" else sid if a == "SWEEP" else a for a in args))
     assert res.returncode == 2 and says in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert "Traceback" not in res.stderr and res.stdout == ""
+
+
+def _made_up_sweep(store, gpus: int | None) -> str:
+    """A sweep of three made-up runs (tests/store/test_sweep_views.py) with or without a GPU count."""
+    from test_sweep_views import _run, _sweep
+
+    runs = {"2": _run(store, 1.0, 0.01, gpus=gpus), "16": _run(store, 1.3, 0.01, concurrency=(1, 8), gpus=gpus),
+            "64": _run(store, 0.7, 0.01, gpus=gpus)}  # fmt: skip
+    return _sweep(store, runs, slo="ttft_p99_ms=250")
+
+
+def _four(store, sid: str) -> dict[str, str]:
+    from rich.console import Console
+
+    from infermatrix.core.report import sweep_report as sr
+
+    console = Console(record=True, width=200)
+    sr.render_sweep_text(store, sid, console)
+    return {"text": console.export_text(), "markdown": sr.render_sweep_markdown(store, sid), "html": sr.render_sweep_html(store, sid),
+            "json": json.dumps(sr.render_sweep_json(store, sid))}
+
+
+HOW = "give it with --set hardware.gpus=N"
+
+
+def test_every_format_of_a_sweep_report_says_where_the_gpu_count_is_unknown_and_how_to_give_it(store):
+    sid = _made_up_sweep(store, None)
+    pages = _four(store, sid)
+    for fmt in ("text", "markdown", "html"):
+        page = " ".join(unescape(pages[fmt]).replace("\\", "").split())  # a terminal folds long lines
+        assert "tok/s per GPU, the frontier and the cost per token cannot be shown without it" in page and HOW in page, fmt
+        assert "goodput is per server, not per GPU" in page and "tok/s per server" in page, fmt  # best_setting's own note
+    assert "<svg" not in pages["html"]  # nothing to draw: said instead
+    got = json.loads(pages["json"])
+    assert all(s["gpus"] is None for s in got["settings"]) and all(f["gpus_note"] and HOW in f["gpus_note"] for f in got["frontier"])
+    known = _four(store, _made_up_sweep_known(store))
+    assert all("GPU count unknown" not in p for p in known.values()) and "<svg" in known["html"] and "imx-envelope" in known["html"]
+
+
+def _made_up_sweep_known(store) -> str:
+    from test_sweep_views import _run, _sweep
+
+    return _sweep(store, {"2": _run(store, 1.0, 0.01), "16": _run(store, 1.3, 0.01)}, sweep_id="s7654321", slo="ttft_p99_ms=250")
+
+
+def test_the_run_report_and_compare_say_it_where_per_gpu_figures_and_the_chart_would_be(store):
+    from rich.console import Console
+
+    from infermatrix.core import report
+    from infermatrix.core.slo import parse_slo
+    from infermatrix.core.store.slo_store import save_slos
+    from test_sweep_views import _run
+
+    unknown, known = _run(store, 1.0, 0.01, gpus=None), _run(store, 1.3, 0.01)
+    for rid in (unknown, known):
+        save_slos(store, rid, [parse_slo("ttft_p99_ms=250")])
+    console = Console(record=True, width=200)
+    report.render_compare_text(store, [unknown, known], console)
+    for page in (report.render_markdown(store, unknown), report.render_html(store, unknown), console.export_text(),
+                 report.render_compare_markdown(store, [unknown, known]), report.render_compare_html(store, [unknown, known])):
+        page = " ".join(unescape(page).replace("\\", "").split())
+        assert f"GPU count unknown for {unknown} (an attached server on a CPU" in page and HOW in page
+        assert "tok/s per GPU cannot be shown without it" in page  # under the capacity table's tok/s per GPU
+        assert known not in page.split("GPU count unknown for ")[1].split(":")[0]  # only the run that lacks it
+    html = unescape(report.render_compare_html(store, [unknown, known]))
+    assert "the frontier chart (tok/s per GPU against tok/s per user) cannot be shown without it" in html  # where the chart is left out
+    assert "GPU count unknown" not in report.render_html(store, known)
+
+
+def test_latest_names_the_newest_sweep_and_a_store_without_sweeps_says_so(store):
+    from infermatrix.core.report.sweep_data import resolve_sweep_arg
+    from infermatrix.core.store import StoreError
+
+    with pytest.raises(StoreError, match="no sweep in .* yet"):
+        resolve_sweep_arg(store, "latest")
+    first = _made_up_sweep(store, 4)
+    assert resolve_sweep_arg(store, "latest") == first
+    second = _made_up_sweep_known(store)
+    assert resolve_sweep_arg(store, "latest") == second and resolve_sweep_arg(store, first[:5]) == first

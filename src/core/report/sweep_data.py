@@ -19,10 +19,7 @@ from infermatrix.core.report.query import view_rows
 from infermatrix.core.store import Store, StoreError
 from infermatrix.core.store.sweep_store import resolve_sweep
 
-__all__ = ["SweepReport", "load_sweep_report", "resolve_sweep_arg", "why_rows", "engine_reported", "GPUS_HOW"]
-
-# What to do where a run's GPU count is unknown (the views' gpus_note says the same; docs/tuning.md, "GPU count").
-GPUS_HOW = "give it with --set hardware.gpus=N (or hardware.gpus in the config)"
+__all__ = ["SweepReport", "load_sweep_report", "resolve_sweep_arg", "why_rows", "engine_reported"]
 
 
 @dataclass

@@ -10,9 +10,10 @@ from infermatrix.core.contexts import format_context
 from infermatrix.core.report.fmt import DASH, fmt_int, fmt_seconds, fmt_share, fmt_tps, fmt_usd
 from infermatrix.core.report.frontier_chart import sweep_frontier_chart
 from infermatrix.core.report.model import Bullets, Chart, Charts, Note, Notice, Paragraph, Section, Table
-from infermatrix.core.report.sweep_data import GPUS_HOW, SweepReport
+from infermatrix.core.report.slo_report import gpus_unknown_line
+from infermatrix.core.report.sweep_data import SweepReport
 
-__all__ = ["sweep_sections", "sweep_title", "gpus_unknown_line", "why_line"]
+__all__ = ["sweep_sections", "sweep_title", "why_line"]
 
 # A run's status -> the look of a cell status (text and HTML), so a failed combination stands out.
 _LOOK = {"completed": "valid", "stopped": "valid", "failed": "error", "interrupted": "interrupted", "not started": "missing"}
@@ -26,13 +27,6 @@ def sweep_title(r: SweepReport) -> list[str]:
     done = sum(1 for s in r.settings if s["status"] in ("completed", "stopped"))
     return ["Settings sweep", f"sweep {r.sweep_id} ({r.sweep.get('name') or DASH})",
             " · ".join(x for x in (asked, f"{done} of {len(r.settings)} combination(s) ran") if x)]
-
-
-def gpus_unknown_line(run_ids: list[str], where: str) -> str:
-    """The sentence said where per-GPU figures, the frontier or cost would be, when a run's GPU count is unknown."""
-    runs = ", ".join(run_ids)
-    return (f"GPU count unknown for {runs} (an attached server on a CPU, or an engine that does not report its parallelism): "
-            f"{where} need it — {GPUS_HOW}")  # fmt: skip
 
 
 def _reported(s: dict[str, Any]) -> str:
