@@ -40,6 +40,28 @@ def swept(tmp_path_factory) -> tuple[Path, str]:
     return db, sweep["sweep_id"]
 
 
+def _check_why(q, got: dict, sid: str) -> None:
+    """Every why row of a JSON sweep report is true of the stored cells, asked here in SQL of its own."""
+    winners = {(b["slo"], b["context_label"]): b for b in q("SELECT * FROM best_setting WHERE sweep_id = ? AND objective = 'goodput'", sid)}
+    ran = [r["run_id"] for r in q("SELECT run_id FROM sweep_runs WHERE sweep_id = ? AND status = 'completed'", sid)]
+    assert len(got["why"]) == len(winners) * (len(ran) - 1) > 0
+    for w in got["why"]:
+        win = winners[(w["slo"], w["context_label"])]
+        assert w["run_id"] != win["run_id"] and w["run_id"] in ran and w["best_setting"] == win["setting"]
+        args = (w["run_id"], w["context_label"])
+        (over,) = q("SELECT min(concurrency) AS n FROM decode_matrix WHERE run_id = ? AND context_label = ? "
+                    "AND status IN ('over_capacity', 'admission_limited')", *args)  # fmt: skip
+        (lost,) = q("SELECT min(concurrency) AS n FROM slo_cells WHERE run_id = ? AND context_label = ? AND slo = ? AND NOT meets",
+                    *args, w["slo"])  # fmt: skip
+        (good,) = q("SELECT max(c.token_goodput / g.gpus) AS v FROM slo_cells c JOIN run_gpus g USING (run_id) WHERE c.run_id = ? "
+                    "AND c.context_label = ? AND c.slo = ? AND c.meets", *args, w["slo"])  # fmt: skip
+        assert (w["over_capacity_at"], w["slo_lost_at"]) == (over["n"], lost["n"]), w
+        assert w["value"] == pytest.approx(good["v"]) and w["shortfall"] == pytest.approx(1 - good["v"] / win["value"]), w
+        for words, n in (("over capacity at", over["n"]), ("SLO lost at", lost["n"])):
+            assert (f"{words} {n}" in w["line"]) is (n is not None), w["line"]
+        assert ("slower per GPU" in w["line"]) is (good["v"] < win["value"]), w["line"]
+
+
 def _report(db: Path, *args: str) -> str:
     res = run_cli("report", "--db", str(db), *args)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -66,20 +88,11 @@ def test_the_json_report_is_the_views_and_its_why_lines_are_true_of_the_cells(sw
     best = _rows(db, "SELECT slo, context_label, objective, run_id, setting, value, runner_up_setting, margin, beyond_noise "
                  "FROM best_setting WHERE sweep_id = ? ORDER BY slo, context_tokens, objective", sid)  # fmt: skip
     assert [{k: b[k] for k in best[0]} for b in got["best"]] == best and {b["slo"] for b in best} == {SLO}
-    (winner,) = [b for b in best if b["objective"] == "goodput"]
     assert len(got["why"]) == 1  # one loser, in one context, under one SLO
+    _check_why(lambda sql, *p: _rows(db, sql, *p), got, sid)
     (why,) = got["why"]
-    loser = next(r for r in runs if r["run_id"] != winner["run_id"])
-    assert why["run_id"] == loser["run_id"] and why["best_setting"] == winner["setting"]
-    over = _rows(db, "SELECT min(concurrency) AS n FROM decode_matrix WHERE run_id = ? AND status IN ('over_capacity', "
-                 "'admission_limited')", loser["run_id"])  # fmt: skip
-    lost = _rows(db, "SELECT min(concurrency) AS n FROM slo_cells WHERE run_id = ? AND slo = ? AND NOT meets", loser["run_id"], SLO)
-    assert why["over_capacity_at"] == over[0]["n"] and why["slo_lost_at"] == lost[0]["n"]
-    if loser["setting"].endswith("=2"):  # the sim's batch cap of 2 cannot hold 4 streams at once (its model; stored as such)
+    if why["setting"].endswith("=2"):  # the sim's batch cap of 2 cannot hold 4 streams at once (its model; stored as such)
         assert why["over_capacity_at"] == 4
-    (score,) = _rows(db, "SELECT max(token_goodput) / 1 AS v FROM slo_cells WHERE run_id = ? AND slo = ? AND meets", loser["run_id"], SLO)
-    assert why["value"] == pytest.approx(score["v"]) and why["shortfall"] == pytest.approx(1 - score["v"] / winner["value"])
-    assert "slower per GPU" in why["line"] or why["value"] is None
 
 
 @pytest.mark.slow
@@ -168,6 +181,15 @@ def _four(store, sid: str) -> dict[str, str]:
 
 
 HOW = "give it with --set hardware.gpus=N"
+
+
+def test_the_why_lines_of_a_made_up_sweep_are_true_of_its_cells(store):
+    from infermatrix.core.report.sweep_report import render_sweep_json
+
+    sid = _made_up_sweep(store, 4)
+    got = render_sweep_json(store, sid)
+    _check_why(lambda sql, *p: [dict(zip(c, r)) for c, rows in [store.query(sql, list(p))] for r in rows], got, sid)
+    assert {w["slo_lost_at"] for w in got["why"]} == {8}  # TTFT 60 ms x N ÷ speed: over 250 ms at 8 streams, not at 2
 
 
 def test_every_format_of_a_sweep_report_says_where_the_gpu_count_is_unknown_and_how_to_give_it(store):
