@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import signal
+from html import unescape
 
 import pytest
 from imxtest import ROOT, processes_mentioning, run_cli
@@ -92,6 +93,10 @@ def test_a_refused_combination_is_a_failed_run_and_resume_runs_only_what_is_miss
     reason = got[0][2]
     assert "before it was ready" in reason and "kv_tokens must hold at least one max_model_len request" in reason, reason
     assert "\n" not in reason
+    page = run_cli("report", "--sweep", sweep_id, "--format", "markdown", "--db", str(db), cwd=tmp_path)  # its report says why
+    assert page.returncode == 0, page.stderr[-2000:]
+    (first,) = rows(db, "SELECT run_id FROM sweep_runs WHERE sweep_id = ? AND k = 1", sweep_id)
+    assert f"- engine.args.num_gpu_blocks_override=100 (run {first[0]}): failed — {reason}" in unescape(page.stdout.replace("\\", ""))
     done_at = rows(db, "SELECT run_id, finished_at FROM runs WHERE status = 'completed'")
     res = run_cli("resume", sweep_id, "--db", str(db), cwd=tmp_path, timeout=300)
     assert res.returncode == 1, res.stderr[-3000:]  # the refused one is refused again

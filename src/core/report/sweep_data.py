@@ -90,7 +90,7 @@ def _text(v: Any) -> str:
 def engine_reported(extra: dict[str, Any] | None, setting: dict[str, str]) -> list[tuple[str, str, str | None]]:
     """Per grid key, what the engine itself reported for it: ``(name, value it reported, value asked where they differ)``;
     the name is the key's last part (``engine.args.max_num_seqs`` -> ``max_num_seqs``), looked up in what the engine
-    described (vLLM's flags and /metrics, the sim's /debug/profile). Keys it says nothing about are left out."""
+    described (EngineInfo.extra: a launched engine's flags, what its server reports). Keys it says nothing about are left out."""
     out = []
     for key, asked in setting.items():
         leaf = key.rsplit(".", 1)[-1]
