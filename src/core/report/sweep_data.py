@@ -155,8 +155,9 @@ def _over_capacity(cells: list[dict[str, Any]]) -> dict[str, Any]:
 
 def why_rows(r: SweepReport) -> list[dict[str, Any]]:
     """Per SLO and context the goodput winner was chosen in, one row per other setting whose run ran: ``over_capacity_at``
-    (its first cell there it could not hold: over_capacity or admission_limited, ``over_capacity_status`` says which), ``slo_lost_at`` (its first valid cell there that does not meet the SLO),
-    ``value`` (its SLO goodput per GPU at its best cell meeting it, None when none does), ``best_value`` and ``shortfall``
+    (its first cell there it could not hold: over_capacity or admission_limited, ``over_capacity_status`` says which),
+    ``slo_lost_at`` (its first valid cell there that does not meet the SLO), ``judged_cells`` (its valid cells there the SLO could judge: some request ended in the window), ``value`` (its SLO
+    goodput per GPU at its best cell meeting it, None when none does), ``best_value`` and ``shortfall``
     (1 − value ÷ best_value), and ``per`` (GPU, or server where a GPU count is unknown)."""
     out = []
     ran = [s for s in r.settings if s["status"] in ("completed", "stopped")]
@@ -166,11 +167,11 @@ def why_rows(r: SweepReport) -> list[dict[str, Any]]:
             rid = s["run_id"]
             score = next((x for x in r.scores if x["run_id"] == rid and x["slo"] == slo and x["context_tokens"] == ctx), None)
             value = None if score is None else score["value"]
+            judged = [c for c in r.slo_cells if c["run_id"] == rid and c["slo"] == slo and c["context_tokens"] == ctx and c["meets"] is not None]
             out.append({
                 "slo": slo, "context_label": b["context_label"], "context_tokens": ctx, "run_id": rid, "setting": s["setting"],
                 **_over_capacity([c for c in r.cells if c["run_id"] == rid and c["context_tokens"] == ctx]),
-                "slo_lost_at": _first([c for c in r.slo_cells if c["run_id"] == rid and c["slo"] == slo
-                                       and c["context_tokens"] == ctx and c["meets"] is False]),
+                "slo_lost_at": _first([c for c in judged if c["meets"] is False]), "judged_cells": len(judged),
                 "value": value, "best_value": b["value"], "best_setting": b["setting"],
                 "shortfall": None if value is None or not b["value"] else 1 - value / b["value"],
                 "per": "server" if b.get("gpus_note") else "GPU",

@@ -101,7 +101,9 @@ def why_line(w: dict[str, Any]) -> str:
     if w["slo_lost_at"] is not None:
         parts.append(f"SLO lost at {w['slo_lost_at']}")
     per = w["per"]
-    if w["value"] is None:
+    if w["value"] is None and not w["judged_cells"]:
+        parts.append("no cell could be judged under the SLO (no request ended inside a window: a longer matrix.duration_s)")
+    elif w["value"] is None:
         parts.append("no cell met the SLO")
     elif w["shortfall"] is not None and w["shortfall"] > 0:
         parts.append(f"slower per {per}: {fmt_share(w['shortfall'])} less SLO goodput than {w['best_setting']} "
