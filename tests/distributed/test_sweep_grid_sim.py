@@ -73,6 +73,7 @@ def test_the_best_setting_is_the_one_the_sims_model_predicts(tmp_path):
         dominated = any(c2 == c and g2 >= g and u2 >= u and (g2 > g or u2 > u) for c2, g2, u2, _ in pts)
         assert on is (not dominated), (c, g, u, on)
     assert "best setting" in res.stdout and f"infermatrix resume {sweep_id}" in res.stdout
+    assert f"infermatrix report --sweep {sweep_id}" in res.stdout  # where to read the whole answer
 
 
 def test_a_refused_combination_is_a_failed_run_and_resume_runs_only_what_is_missing_or_failed(tmp_path):

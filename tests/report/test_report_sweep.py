@@ -38,6 +38,7 @@ def swept(tmp_path_factory) -> tuple[Path, str]:
                   *MATRIX, "--db", str(db), cwd=tmp, timeout=400)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:] + res.stdout[-3000:]
     (sweep,) = _rows(db, "SELECT sweep_id FROM sweeps")
+    assert f"infermatrix report --sweep {sweep['sweep_id']}" in res.stdout  # the sweep's summary says where its report is
     return db, sweep["sweep_id"]
 
 
