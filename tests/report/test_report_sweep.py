@@ -13,7 +13,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from html_tree import charts, parse, table_rows, tables_by_class
 from imxtest import ROOT, run_cli
+
+from infermatrix.core.report.fmt import fmt_share
 
 SLO = "ttft_p99_ms=200"
 # One context, three loads, 1 s windows: max_num_seqs=2 cannot hold 4 streams (over capacity there), 16 can.
@@ -108,6 +111,11 @@ def test_text_and_markdown_show_every_setting_the_best_and_why(swept):
         for w in got["why"]:
             assert w["line"] in page.replace("\\", ""), (fmt, w["line"])
         assert "Best setting" in page and "Frontier — 1K context" in page
+        for b in got["best"]:  # best_setting's rows, as the Markdown table and the terminal print them
+            cells = [b["slo"], b["context_label"], b["objective"], b["setting"], b["runner_up_setting"] or "—",
+                     "—" if b["margin"] is None else f"+{fmt_share(b['margin'])}"]  # fmt: skip
+            line = next((ln for ln in page.splitlines() if all(c in ln for c in cells[:4])), "")
+            assert all(c in line for c in cells), (fmt, cells, line)
         assert "GPU count unknown" not in page  # the sim reports its parallelism
 
 
@@ -132,6 +140,11 @@ def test_the_html_chart_draws_sweep_frontiers_points_with_the_envelope(swept, tm
     assert envelope.count("L") + 1 == sum(p["on_frontier"] for p in front)  # one line through the envelope's dots
     assert len({s for s, _, _ in _svg_points(html)}) == 2  # a colour (a series) per setting
     assert "<script" not in html
+    root = parse(html)  # every element closed in order
+    (settings,) = tables_by_class(root, "sweep-settings")
+    runs = _rows(db, "SELECT k, setting, status, run_id FROM sweep_runs WHERE sweep_id = ? ORDER BY k", sid)
+    assert [row[:4] for row in table_rows(settings)[1]] == [[str(r["k"]), r["setting"], r["status"], r["run_id"]] for r in runs]
+    assert [c.attrs["id"] for c in charts(root)] == ["frontier-1K"]
 
 
 @pytest.mark.slow
