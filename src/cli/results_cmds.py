@@ -63,19 +63,51 @@ def _open_for_slos(db: str, write: bool):
     return open_store(db, read_only=not write)
 
 
+def print_sweep_report(store, sweep_id: str, fmt: str, output: str | None) -> None:
+    """``report --sweep``: the sweep's report (docs/tuning.md, "The report") in ``fmt``."""
+    from infermatrix.core.report import sweep_report
+
+    if fmt == "text":
+        _text_to(output, lambda c: sweep_report.render_sweep_text(store, sweep_id, c))
+        return
+    if fmt == "json":
+        import orjson
+
+        text = orjson.dumps(sweep_report.render_sweep_json(store, sweep_id), option=orjson.OPT_INDENT_2).decode()
+    else:
+        text = sweep_report.render_sweep_markdown(store, sweep_id) if fmt == "markdown" else sweep_report.render_sweep_html(store, sweep_id)
+    _write(text, output)
+
+
+def _sweep_runs(store, sweep_id: str) -> list[str]:
+    """The sweep's runs that reached the database (an SLO or a price is stored with each)."""
+    _, rows = store.query("SELECT m.run_id FROM sweep_members m JOIN runs r ON r.run_id = m.run_id WHERE m.sweep_id = ? "
+                          "ORDER BY m.k", [sweep_id])  # fmt: skip
+    return [r[0] for r in rows]
+
+
 @click.command("report")
 @click.argument("run_id", required=False)
 @click.option("--db", default=DEFAULT_DB, show_default=True)
+@click.option("--sweep", "sweep_arg", default=None, metavar="SWEEP_ID",
+              help="report a settings sweep instead of a run: its settings, best setting per SLO and context, why the others "
+              "lost, the frontier across settings (an id, a prefix, or 'latest'; docs/tuning.md)")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", default=None, help="write to this file instead of the terminal")
 @slo_options
 @store_price_option
-def report_cmd(run_id, db, fmt, output, slo_texts, gpu_hour_price, store_price) -> None:
-    """Show a stored run (the latest when RUN_ID is omitted). --format html writes one
-    self-contained page with charts (opens offline). --slo judges it again under other limits;
-    --gpu-hour-price prices this report only (with --store-price: stored with the run)."""
+def report_cmd(run_id, db, sweep_arg, fmt, output, slo_texts, gpu_hour_price, store_price) -> None:
+    """Show a stored run (the latest when RUN_ID is omitted), or with --sweep a settings sweep. --format html
+    writes one self-contained page with charts (opens offline). --slo judges it again under other limits (for a
+    sweep: every run of it, and the best setting is chosen again); --gpu-hour-price prices this report only (with
+    --store-price: stored with the run)."""
+    from infermatrix.core.report.sweep_data import resolve_sweep_arg
     from infermatrix.core.store import StoreError
 
+    if sweep_arg is not None and run_id is not None:
+        fail(f"give a run id or --sweep SWEEP_ID, not both (infermatrix report {run_id}, or infermatrix report --sweep {sweep_arg})")
+    if sweep_arg is not None and not sweep_arg.strip():
+        fail("--sweep: give a sweep id, a prefix of one, or 'latest'")
     try:
         specs, price = parse_report_flags(slo_texts, gpu_hour_price, store_price)
     except ConfigError as exc:
@@ -83,6 +115,13 @@ def report_cmd(run_id, db, fmt, output, slo_texts, gpu_hour_price, store_price) 
     # An SLO (or a price the user asks to store) is stored with the run, so the views show it later too: a write.
     store = _open_for_slos(db, bool(specs) or store_price)
     try:
+        if sweep_arg is not None:
+            sweep_id = resolve_sweep_arg(store, sweep_arg.strip())
+            ids = _sweep_runs(store, sweep_id)
+            attach_slos(store, ids, specs, None)
+            price_report(store, ids, price, store_price)
+            print_sweep_report(store, sweep_id, fmt, output)
+            return
         rid = store.resolve_run(run_id)
         attach_slos(store, [rid], specs, None)
         price_report(store, [rid], price, store_price)

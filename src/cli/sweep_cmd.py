@@ -119,7 +119,8 @@ def _run(entries, store, use_ray: bool, address, gpus: float, resource, node_dir
     if sweep_id:
         _print_best(out, store, sweep_id)
         out.print(f"sweep id: [bold cyan]{sweep_id}[/]  ·  views: sweep_runs, sweep_frontier, best_setting  ·  "
-                  f"resume: infermatrix resume {sweep_id} --db {store.path}", highlight=False, soft_wrap=True)  # fmt: skip
+                  f"resume: infermatrix resume {sweep_id} --db {store.path}  ·  "
+                  f"report: infermatrix report --sweep {sweep_id} --db {store.path}", highlight=False, soft_wrap=True)  # fmt: skip
     out.print(f"database: {store.path}", highlight=False)
     store.close()
     if code:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import signal
+from html import unescape
 
 import pytest
 from imxtest import ROOT, processes_mentioning, run_cli
@@ -72,6 +73,7 @@ def test_the_best_setting_is_the_one_the_sims_model_predicts(tmp_path):
         dominated = any(c2 == c and g2 >= g and u2 >= u and (g2 > g or u2 > u) for c2, g2, u2, _ in pts)
         assert on is (not dominated), (c, g, u, on)
     assert "best setting" in res.stdout and f"infermatrix resume {sweep_id}" in res.stdout
+    assert f"infermatrix report --sweep {sweep_id}" in res.stdout  # where to read the whole answer
 
 
 def test_a_refused_combination_is_a_failed_run_and_resume_runs_only_what_is_missing_or_failed(tmp_path):
@@ -92,6 +94,10 @@ def test_a_refused_combination_is_a_failed_run_and_resume_runs_only_what_is_miss
     reason = got[0][2]
     assert "before it was ready" in reason and "kv_tokens must hold at least one max_model_len request" in reason, reason
     assert "\n" not in reason
+    page = run_cli("report", "--sweep", sweep_id, "--format", "markdown", "--db", str(db), cwd=tmp_path)  # its report says why
+    assert page.returncode == 0, page.stderr[-2000:]
+    (first,) = rows(db, "SELECT run_id FROM sweep_runs WHERE sweep_id = ? AND k = 1", sweep_id)
+    assert f"- engine.args.num_gpu_blocks_override=100 (run {first[0]}): failed — {reason}" in unescape(page.stdout.replace("\\", ""))
     done_at = rows(db, "SELECT run_id, finished_at FROM runs WHERE status = 'completed'")
     res = run_cli("resume", sweep_id, "--db", str(db), cwd=tmp_path, timeout=300)
     assert res.returncode == 1, res.stderr[-3000:]  # the refused one is refused again

@@ -1,7 +1,8 @@
 """Frontier charts: tok/s per GPU against tok/s per user, one chart per context, every run on it.
 
 Each run is a series: all its valid cells as dots, its non-dominated cells (``frontier.on_frontier``)
-joined by a line. Where an SLO bounds the time per token, the interactivity below what it allows
+joined by a line. A sweep's chart (``report --sweep``) colours each setting's run and draws one line instead, the
+envelope: the cells no cell of any setting dominates (``sweep_frontier.on_frontier``), joined. Where an SLO bounds the time per token, the interactivity below what it allows
 (x < 1000 / bound) is shaded: no cell there can meet it.
 """
 
@@ -14,14 +15,14 @@ from infermatrix.core.report.fmt import fmt_tps
 from infermatrix.core.report.slo_report import SloReport, fmt_bound, fmt_usd
 from infermatrix.core.report.svg_plot import HEIGHT, MARGIN, PALETTE, WIDTH, Scale, compact_number, nice_ticks
 
-__all__ = ["frontier_charts"]
+__all__ = ["frontier_charts", "sweep_frontier_chart"]
 
 
 def _f(v: float) -> str:
     return f"{v:.1f}"
 
 
-def _chart(ctx: int, rows: list[dict], labels: dict[str, str], shade_x: float | None, shade_note: str) -> str:
+def _chart(ctx: int, rows: list[dict], labels: dict[str, str], shade_x: float | None, shade_note: str, envelope: bool = False) -> str:
     title = f"Frontier at {format_context(ctx)} context: tok/s per GPU vs tok/s per user"
     runs = list(dict.fromkeys(r["run_id"] for r in rows))
     xs = [r["tps_per_user"] for r in rows] + ([shade_x] if shade_x else [])
@@ -49,12 +50,16 @@ def _chart(ctx: int, rows: list[dict], labels: dict[str, str], shade_x: float | 
     out.append(f'<line class="imx-axis" x1="{left}" x2="{left}" y1="{top}" y2="{bottom}"/>')
     out.append(f'<text class="imx-label" x="{(left + right) / 2}" y="{bottom + 34}" text-anchor="middle">tok/s per user (interactivity)</text>')
     out.append(f'<text class="imx-label" transform="translate(14,{(top + bottom) / 2}) rotate(-90)" text-anchor="middle">tok/s per GPU</text>')
+    if envelope:
+        front = sorted((r for r in rows if r["on_frontier"]), key=lambda r: r["tps_per_user"])
+        d = "M" + " L".join(f"{_f(sx(r['tps_per_user']))},{_f(sy(r['tps_per_gpu']))}" for r in front)
+        out.append(f'<path class="imx-line imx-envelope" stroke="#333333" stroke-dasharray="5,3" fill="none" d="{d}"/>' if len(front) > 1 else "")
     for i, rid in enumerate(runs):
         colour = PALETTE[i % len(PALETTE)]
         mine = [r for r in rows if r["run_id"] == rid]
         out.append(f'<g class="imx-series" data-series="{escape(labels.get(rid, rid))}" data-run="{escape(rid)}">')
         front = sorted((r for r in mine if r["on_frontier"]), key=lambda r: r["tps_per_user"])
-        if len(front) > 1:
+        if len(front) > 1 and not envelope:
             d = "M" + " L".join(f"{_f(sx(r['tps_per_user']))},{_f(sy(r['tps_per_gpu']))}" for r in front)
             out.append(f'<path class="imx-line imx-frontier-line" stroke="{colour}" fill="none" d="{d}"/>')
         for r in mine:
@@ -89,3 +94,14 @@ def frontier_charts(r: SloReport, labels: dict[str, str]) -> list[tuple[str, str
         label = format_context(ctx)
         out.append((f"frontier-{label}", f"Frontier — {label} context", caption, _chart(ctx, rows, labels, shade_x, note)))
     return out
+
+
+def sweep_frontier_chart(ctx: int, rows: list[dict], labels: dict[str, str]) -> tuple[str, str, str, str] | None:
+    """A sweep's chart at one context (``rows``: its sweep_frontier rows): a colour per setting (``labels``: run ->
+    setting), the envelope across settings drawn; None where no cell has a GPU count."""
+    rows = [r for r in rows if r["tps_per_gpu"] is not None]
+    if not rows:
+        return None
+    label = format_context(ctx)
+    caption = "a colour per setting; filled dots and the dashed line: the envelope, the cells no cell of any setting beats on both"
+    return f"sweep-frontier-{label}", f"Frontier — {label} context", caption, _chart(ctx, rows, labels, None, "", envelope=True)

@@ -11,7 +11,7 @@ from infermatrix.core.report.data import ReportData, load_report
 from infermatrix.core.report.sections.telemetry_compare import telemetry_pairs
 from infermatrix.core.store import Store
 
-__all__ = ["render_json", "json_of", "REPORT_FORMAT", "REPORT_VERSION", "TOP_KEYS", "render_compare_json", "compare_json_of",
+__all__ = ["json_plain", "render_json", "json_of", "REPORT_FORMAT", "REPORT_VERSION", "TOP_KEYS", "render_compare_json", "compare_json_of",
            "COMPARE_FORMAT", "COMPARE_VERSION", "COMPARE_KEYS"]
 
 REPORT_FORMAT = "infermatrix.report"
@@ -24,15 +24,16 @@ COMPARE_VERSION = 1
 COMPARE_KEYS = ("format", "version", "baseline", "runs", "method", "pairs", "best", "bursts", "telemetry")
 
 
-def _plain(v: Any) -> Any:
+def json_plain(v: Any) -> Any:
+    """A value as JSON holds it: times as ISO strings (UTC), NaN as null, tables and lists through."""
     if isinstance(v, dt.datetime):
         return v.isoformat() + ("Z" if v.tzinfo is None else "")  # stored times are UTC
     if isinstance(v, float) and math.isnan(v):
         return None
     if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
+        return {k: json_plain(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
+        return [json_plain(x) for x in v]
     return v
 
 
@@ -81,17 +82,17 @@ def json_of(d: ReportData) -> dict[str, Any]:
     return {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,
-        "run": _plain(d.run),
-        "prefill": _plain(prefill),
-        "decode": _plain(decode),
-        "latency": _plain(d.latency),
-        "slo": _plain({"cells": d.slo.cells, "capacity": d.slo.capacity, "frontier": d.slo.frontier, "engine_stats": d.slo.engine_stats,
+        "run": json_plain(d.run),
+        "prefill": json_plain(prefill),
+        "decode": json_plain(decode),
+        "latency": json_plain(d.latency),
+        "slo": json_plain({"cells": d.slo.cells, "capacity": d.slo.capacity, "frontier": d.slo.frontier, "engine_stats": d.slo.engine_stats,
                       "search": d.slo.search, "search_probes": d.slo.search_probes, "price": d.slo.gpus.get(d.run_id)}),
-        "trace": _plain(d.traces),
-        "points": _plain(d.points),
-        "workload": _plain({"reuse": d.workload.reuse, "turns": d.workload.turns, "ttft_by_cached_fraction": d.workload.bands,
+        "trace": json_plain(d.traces),
+        "points": json_plain(d.points),
+        "workload": json_plain({"reuse": d.workload.reuse, "turns": d.workload.turns, "ttft_by_cached_fraction": d.workload.bands,
                                "tasks": d.workload.tasks}),
-        "bursts": _plain(d.bursts),
+        "bursts": json_plain(d.bursts),
     }
 
 
@@ -133,7 +134,7 @@ def compare_json_of(cmp: Comparison) -> dict[str, Any]:
                        "a_only_right": t.a_only, "b_only_right": t.b_only, "output_tokens_ratio": t.output_ratio}
                       for t in cmp.tasks.get(pair.run_b, [])],
         })
-    return _plain({
+    return json_plain({
         "format": COMPARE_FORMAT,
         "version": COMPARE_VERSION,
         "baseline": cmp.baseline,
@@ -147,7 +148,7 @@ def compare_json_of(cmp: Comparison) -> dict[str, Any]:
                  for b in cmp.best],
         "bursts": [{"run_a": cmp.baseline, "run_b": p.run_b, "a": p.a, "b": p.b,
                     "ratios": {k: {"ratio": r, "verdict": w} for k, (r, w) in p.ratios.items()}} for p in cmp.bursts],
-        "telemetry": _plain([{"run_a": cmp.baseline, "run_b": rid, "context_tokens": ctx, "concurrency": n, "a": ta, "b": tb}
+        "telemetry": json_plain([{"run_a": cmp.baseline, "run_b": rid, "context_tokens": ctx, "concurrency": n, "a": ta, "b": tb}
                              for rid, (ctx, n), ta, tb in telemetry_pairs(cmp)]),
     })
 

@@ -13,7 +13,8 @@ from infermatrix.core.report.fmt import DASH, fmt_ms, fmt_share, fmt_tps, fmt_us
 from infermatrix.core.report.query import view_rows
 from infermatrix.core.store import Store
 
-__all__ = ["SloReport", "SloTable", "load_slo_report", "slo_tables", "fmt_share", "fmt_usd", "price_line"]
+__all__ = ["SloReport", "SloTable", "load_slo_report", "slo_tables", "fmt_share", "fmt_usd", "price_line", "GPUS_HOW", "GPUS_UNKNOWN",
+           "gpus_unknown_line", "unknown_gpu_runs"]
 
 
 @dataclass
@@ -199,13 +200,26 @@ def _search_tables(r: SloReport, many_runs: bool) -> list[SloTable]:
     return [answer, probes]
 
 
-GPUS_UNKNOWN = "GPU count unknown: give it with --set hardware.gpus=N (or hardware.gpus in the config)"
+GPUS_HOW = "give it with --set hardware.gpus=N (or hardware.gpus in the config)"
+GPUS_UNKNOWN = f"GPU count unknown: {GPUS_HOW}"
+
+
+def gpus_unknown_line(run_ids: list[str], where: str) -> str:
+    """The sentence every report says where per-GPU figures, the frontier or a cost would be and a run's GPU count is
+    unknown (run report, compare, sweep report; docs/tuning.md, "GPU count"): which runs, why it can be, and how to give it."""
+    return (f"GPU count unknown for {', '.join(run_ids)} (an attached server on a CPU, or an engine that does not report its "
+            f"parallelism): {where} cannot be shown without it — {GPUS_HOW}")  # fmt: skip
+
+
+def unknown_gpu_runs(r: SloReport) -> list[str]:
+    """The runs with valid cells whose tok/s per GPU is unknown for want of a GPU count."""
+    return list(dict.fromkeys(f["run_id"] for f in r.frontier if f["tps_per_gpu"] is None))
 
 
 def _gpus_unknown_table(r: SloReport) -> SloTable | None:
     """Where a run's GPU count is unknown its tok/s per GPU, frontier and cost cannot be shown: say so, and how to give
     it, where they would be (issue 29: they were a bare "—" and a missing chart)."""
-    runs = list(dict.fromkeys(f["run_id"] for f in r.frontier if f["tps_per_gpu"] is None))
+    runs = unknown_gpu_runs(r)
     if not runs:
         return None
     return SloTable("GPU count unknown", "tok/s per GPU, the throughput–interactivity frontier and the cost per token need "
