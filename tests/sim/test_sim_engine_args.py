@@ -37,7 +37,7 @@ def test_a_cache_too_small_for_one_request_is_refused_by_the_server_not_the_conf
 
 def test_args_the_sim_does_not_model_are_config_errors():
     with pytest.raises(ValueError, match="Extra inputs are not permitted"):  # a typo or an unmodelled flag: the config model says so
-        SimArgs(max_num_batched_tokens=512)  # type: ignore[call-arg]
+        SimArgs(enable_chunked_prefill=False)  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="num_speculative_tokens = K"):
         SimArgs(speculative_config={"model": "draft", "num_speculative_tokens": 2})
     with pytest.raises(ValueError, match="only for a sim infermatrix launches"):
