@@ -32,6 +32,7 @@ def report_sections(d: ReportData, charts: bool = False) -> list[Section]:
     found = [
         prefill_section(d), decode_section(d), charts_section(d) if charts else None, *slo_sections(d.slo, labels=labels),
         telemetry_section(d, charts), measurements_section(d), answer_section(d), openloop_section(d, charts), burst_section(d),
+        interference_section(d),
         trace_section(d), workload_section(d), tasks_section(d),
         nothing_section(d),
     ]  # fmt: skip
