@@ -31,7 +31,7 @@ ORDER = {
     "slo_limits": "run_id, slo, metric, percentile", "run_costs": "run_id",
     "points": "run_id, point", "point_requests": "run_id, point, request_no",
     "workload_passes": "run_id", "workload_requests": "run_id, request_no", "task_requests": "run_id, request_no",
-    "trace_points": "run_id, point", "trace_requests": "run_id, point, request_no", "bursts": "run_id, point",
+    "trace_points": "run_id, point", "trace_requests": "run_id, point, request_no", "bursts": "run_id, point", "interference_points": "run_id, point",
     "cell_host_stats": "run_id, context_tokens, concurrency, host", "cell_interval_rows": "run_id, context_tokens, concurrency, metric",
     "slo_searches": "run_id", "slo_search_probes": "run_id, probe", "gpu_samples": "run_id, context_tokens, concurrency, gpu, t",
     "cell_repeats": "run_id, context_tokens, concurrency, repeat",
