@@ -351,8 +351,9 @@ class MixedLoadConfig(Strict):
                                        "default: one at a time, each sent gap_s after the previous one's first token")  # fmt: skip
     gap_s: float = Field(0.25, ge=0, description="one at a time: quiet time after a prefill's first token before the next")
     prefill_max_output: int = Field(1, gt=0, description="max_tokens of each prefill (1: it leaves the engine at its first token)")
-    decode_max_output: int = Field(4096, gt=0, description="max_tokens of each decode stream (ignore_eos): it must outlast "
-                                   "the point; the streams are closed when the point ends")  # fmt: skip
+    decode_max_output: int | None = Field(None, gt=0, description="max_tokens of each decode stream (ignore_eos): it must "
+                                          "outlast the point; the streams are closed when the point ends. Default: 4096, "
+                                          "or what max_model_len leaves after decode_context when that is less")  # fmt: skip
     warmup_s: float = Field(1.0, ge=0, description="after every decode stream's first token, before the alone window")
     window_s: float = Field(2.0, gt=0, description="the alone window: the decoders' gaps with no prefill in the engine")
 
@@ -362,11 +363,18 @@ class MixedLoadConfig(Strict):
             raise ValueError("prefill_context: give the prefills' prompt tokens (e.g. 8K)")
         return self
 
-    def kv_need(self, decode_context: int) -> int:
+    def decode_tokens(self, decode_context: int, max_model_len: int | None) -> int:
+        """Each decode stream's max_tokens: ``decode_max_output``, else 4096 or what ``max_model_len`` leaves (at least 1)."""
+        if self.decode_max_output is not None:
+            return self.decode_max_output
+        return max(1, min(4096, max_model_len - decode_context)) if max_model_len is not None else 4096
+
+    def kv_need(self, decode_context: int, max_model_len: int | None) -> int:
         """KV tokens the point holds at most: every decode stream at full length and the prefills that can overlap
         (one at a time: one; at a rate: all of them)."""
         at_once = self.prefills if self.prefill_rate is not None else 1
-        return self.decode_streams * (decode_context + self.decode_max_output) + at_once * (self.prefill_context + self.prefill_max_output)  # type: ignore[operator]
+        decode = self.decode_streams * (decode_context + self.decode_tokens(decode_context, max_model_len))
+        return decode + at_once * (self.prefill_context + self.prefill_max_output)  # type: ignore[operator]
 
 
 def _load_kind(v: Any) -> str:

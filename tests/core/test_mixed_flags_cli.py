@@ -50,7 +50,11 @@ def test_gaps_are_split_into_the_alone_window_and_those_overlapping_a_prefill():
         (("--set", "load=[{kind='mixed', decode_streams=2, prefill_context=512, window_s=0}]"), "load.0.window_s"),
         # tiny: a 20,000-token KV cache and 4,096-token requests, known before launch from the profile
         (("--set", "load=[{kind='mixed', decode_streams=9, decode_context=1024, prefill_context=2048, decode_max_output=1024}]"), "the streams need 20,481 KV tokens, the server holds 20,000"),
-        (("--mixed", "2@1K+2K"), "a decode request (1K + 4,096 output tokens) exceeds max_model_len 4,096"),
+        (("--set", "load=[{kind='mixed', decode_streams=2, decode_context=1024, prefill_context=512, decode_max_output=4096}]"),
+         "a decode request (1K + 4,096 output tokens) exceeds max_model_len 4,096"),
+        (("--mixed", "2@1K+4K"), "a prefill request (4K + 1 output tokens) exceeds max_model_len 4,096"),
+        # the default decode length is what max_model_len leaves (4,096 − 1K): 8 × 4K + 2K + 1 do not fit 20,000
+        (("--mixed", "8@1K+2K"), "the streams need 34,817 KV tokens, the server holds 20,000"),
     ],
 )
 def test_bad_mixed_points_are_one_line(tmp_path, args, says):

@@ -51,13 +51,13 @@ def mixed_fit_reason(cfg: RunConfig, lc: MixedLoadConfig, capacity: Capacity, ma
     than the server runs at once, or more KV than it holds (``MixedLoadConfig.kv_need``)."""
     dctx, pctx = mixed_decode_context(cfg, lc), lc.prefill_context or 0
     if max_model_len is not None:
-        for what, ctx, out in (("decode", dctx, lc.decode_max_output), ("prefill", pctx, lc.prefill_max_output)):
+        for what, ctx, out in (("decode", dctx, lc.decode_tokens(dctx, max_model_len)), ("prefill", pctx, lc.prefill_max_output)):
             if ctx + out > max_model_len:
                 return f"a {what} request ({format_context(ctx)} + {out:,} output tokens) exceeds max_model_len {max_model_len:,}"
     at_once = lc.decode_streams + (lc.prefills if lc.prefill_rate is not None else 1)
     if capacity.max_seqs is not None and at_once > capacity.max_seqs:
         return f"{at_once} requests at once exceed the server's max sequences {capacity.max_seqs}"
-    need = lc.kv_need(dctx)
+    need = lc.kv_need(dctx, max_model_len)
     if capacity.kv_tokens is not None and need > capacity.kv_tokens:
         return f"the streams need {need:,} KV tokens, the server holds {capacity.kv_tokens:,} ({capacity.source})"
     return None
@@ -77,7 +77,8 @@ async def measure_mixed_point(rc: RunContext, index: int, lc: MixedLoadConfig, s
     async def body(ctx: int, key: str, max_output: int) -> bytes:
         return encode_body(runner._body(await rc.workload.prompt(ctx, f"mixed{index}/{key}", distinct=True), max_output))
 
-    decode_bodies = [await body(dctx, f"d{i}", lc.decode_max_output) for i in range(lc.decode_streams)]
+    decode_out = lc.decode_tokens(dctx, rc.max_model_len)
+    decode_bodies = [await body(dctx, f"d{i}", decode_out) for i in range(lc.decode_streams)]
     prefill_bodies = [await body(pctx, f"p{i}", lc.prefill_max_output) for i in range(lc.prefills)]
     alone_body = await body(pctx, "alone", lc.prefill_max_output)
     count_path = runner._count_path()
