@@ -11,11 +11,13 @@ from bars import INTERFERENCE_GAP_MS, INTERFERENCE_TTFT_MS
 
 from infermatrix.testing import run_matrix, sim_server
 
-pytestmark = pytest.mark.slow
+# solo: the bars hold the sim to its step clock and the client to one loopback delivery; a neighbour test on the same two
+# cores makes both late by tens of ms (seen: 44 ms of step lateness with a sim suite beside it; tests/solo.py)
+pytestmark = [pytest.mark.slow, pytest.mark.solo]
 
-# The experiment's inputs: a sim without speculation or jitter, 10 ms decode steps, 20 µs per prefill token.
-PROFILE = {"spec_tokens": 0, "step_base_ms": 10.0, "step_per_seq_ms": 0.0, "step_per_1k_ctx_ms": 0.0, "step_jitter": 0.0,
-           "prefill_tps": 50_000.0, "prefill_base_ms": 1.0, "prefill_attn_ms": 0.0, "max_num_seqs": 8}  # fmt: skip
+# The experiment's inputs: a sim without speculation or jitter, 40 ms decode steps, 80 µs per prefill token (long beside a busy host's hiccups).
+PROFILE = {"spec_tokens": 0, "step_base_ms": 40.0, "step_per_seq_ms": 0.0, "step_per_1k_ctx_ms": 0.0, "step_jitter": 0.0,
+           "prefill_tps": 12_500.0, "prefill_base_ms": 1.0, "prefill_attn_ms": 0.0, "max_num_seqs": 8}  # fmt: skip
 STREAMS, DECODE_CTX, PREFILL_CTX = 4, 256, 3000
 POINT = {"kind": "mixed", "decode_streams": STREAMS, "decode_context": DECODE_CTX, "prefill_context": PREFILL_CTX, "prefills": 3,
          "decode_max_output": 1024, "warmup_s": 0.3, "window_s": 1.0, "gap_s": 0.1}  # fmt: skip
@@ -59,10 +61,11 @@ def measure(budget: int) -> tuple[dict, dict]:
 def check_against_the_model(budget: int, row: dict, truth: dict) -> None:
     reqs = {r["request_id"].rsplit("-", 1)[-1]: r for r in truth["requests"] if "-mixed-0-" in (r["request_id"] or "")}
     prefills = [reqs[f"p{i}"] for i in range(POINT["prefills"])]
-    # How late the sim's steps ended while the point ran (its own record): what a step's duration may differ by.
-    span = (reqs["alone"]["received"], max(p["finished"] for p in prefills))
-    lag_ms = max(s["lag_s"] for s in truth["steps"] if span[0] <= s["t_start"] <= span[1]) * 1000
-    assert lag_ms < plain_ms(STREAMS)  # the sim kept its clock to within one plain step, or the bars below mean nothing
+    # How late the sim's steps ended while a prompt was in the engine (its own record): what a step's duration may
+    # differ from the model by. Beyond one plain step the host was too busy for the bars below to mean anything.
+    spans = [(p["received"], p["finished"]) for p in [*prefills, reqs["alone"]]]
+    lag_ms = max(s["lag_s"] for s in truth["steps"] if any(s["t_start"] + s["duration_s"] >= a and s["t_start"] <= b for a, b in spans)) * 1000
+    assert lag_ms < plain_ms(STREAMS), f"the sim's steps ran {lag_ms:.1f} ms late: the host was too busy to judge"
     for p, decoders in [*((p, STREAMS) for p in prefills), (reqs["alone"], 0)]:
         assert p["cached_tokens"] == 0  # a prompt of its own: nothing from the prefix cache
         model = chunk_steps(budget, p["prompt_tokens"], decoders)
@@ -82,6 +85,7 @@ def check_against_the_model(budget: int, row: dict, truth: dict) -> None:
     stall_model = max(ms for _, ms in chunk_steps(budget, max(p["prompt_tokens"] for p in prefills), STREAMS))
     assert abs(row["stall_max_ms"] - max(server)) <= INTERFERENCE_GAP_MS, (row["stall_max_ms"], max(server))
     assert abs(max(server) - stall_model) <= lag_ms, (max(server), stall_model)
+    assert abs(row["tbt_during_ms"] - _median(server)) <= INTERFERENCE_GAP_MS, (row["tbt_during_ms"], _median(server))
     assert abs(row["tbt_alone_ms"] - plain_ms(STREAMS)) <= lag_ms + INTERFERENCE_GAP_MS, row["tbt_alone_ms"]
     # TTFTs: the client's from its send, the server's from reading the body (a loopback delivery at each end).
     server_ttft = _median([(p["first_token"] - p["received"]) * 1000 for p in prefills])
