@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pluggy
 
-from infermatrix.core.config import ConfigError, RunConfig
+from infermatrix.core.config import ConfigError, MixedLoadConfig, RunConfig
 from infermatrix.core.contexts import format_context
-from infermatrix.core.load.mixed_point import is_mixed, mixed_fit_reason, mixed_label
+from infermatrix.core.load.mixed_point import mixed_fit_reason, mixed_label
 from infermatrix.core.types import Capacity, EngineInfo
 
 __all__ = ["over_capacity_reason", "prefill_target", "over_capacity_cells", "resolve_capacity", "known_max_model_len", "check_mixed_points", "check_matrix"]
@@ -85,7 +85,9 @@ def check_mixed_points(cfg: RunConfig, max_model_len: int | None) -> None:
     known = cfg.engine.known_capacity()
     capacity = Capacity(kv_tokens=known[0], max_seqs=known[1], source=known[2]) if known is not None else Capacity(kv_tokens=None)
     for i, lc in enumerate(cfg.load):
-        why = mixed_fit_reason(cfg, lc, capacity, max_model_len) if is_mixed(lc) else None
+        if not isinstance(lc, MixedLoadConfig):
+            continue
+        why = mixed_fit_reason(cfg, lc, capacity, max_model_len)
         if why is not None:
             raise ConfigError(f"load[{i}] ({mixed_label(cfg, lc)}): {why}; fewer decode_streams, shorter contexts or a "
                               "smaller decode_max_output")  # fmt: skip
