@@ -81,5 +81,5 @@ def points_take_max_output(data: dict[str, Any], max_output: int | None) -> None
     for point in points:
         if not isinstance(point, dict) or "max_output" in point:
             continue  # not a table (the config check says so), or the point's own value
-        if point.get("kind") != "trace" and point.get("arrival") != "trace":  # a rate point or a burst
+        if point.get("kind") not in ("trace", "mixed") and point.get("arrival") != "trace":  # a rate point or a burst
             point["max_output"] = max_output

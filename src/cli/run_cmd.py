@@ -15,6 +15,7 @@ from infermatrix.cli.common import (
 )
 from infermatrix.cli.attach_flags import ATTACH_FLAGS, attach_config, attach_options
 from infermatrix.cli.burst_flags import BURST_FLAGS, apply_burst_flags, burst_options
+from infermatrix.cli.mixed_flags import MIXED_FLAGS, apply_mixed_flags, mixed_options
 from infermatrix.cli.load_flags import LOAD_FLAGS, apply_load_flags, load_options, points_take_max_output
 from infermatrix.cli.results_cmds import print_report
 from infermatrix.cli.slo_opts import attach_slos_after_run, parse_slo_flags, slo_options
@@ -26,7 +27,7 @@ from infermatrix.core.plugins import get_plugin_manager
 
 # Flags that only make sense for a new run: with --resume the stored config is the run's definition.
 _NEW_RUN_FLAGS = (*ATTACH_FLAGS, "--contexts", "--prefill-contexts", "--concurrency", "--no-loop-detection", "--repeat", *LOAD_FLAGS,
-                  *BURST_FLAGS)
+                  *BURST_FLAGS, *MIXED_FLAGS)
 
 
 @click.command(cls=OneLineErrors)
@@ -47,12 +48,13 @@ _NEW_RUN_FLAGS = (*ATTACH_FLAGS, "--contexts", "--prefill-contexts", "--concurre
 @slo_options
 @trace_options
 @burst_options
+@mixed_options
 @click.option("--no-live", "--quiet", "no_live", is_flag=True,
               help="no live matrix on the terminal: one line per finished cell only (as off a terminal)")
 def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_url, model, contexts, prefill_contexts,
         concurrency, duration, max_output, api, api_key_env, api_key_file, no_loop_detection, repeat, rate, arrival, load_duration,
         max_in_flight, slo_texts, gpu_hour_price, trace_path=None, time_scale=None, trace_requests=None,
-        burst=None, burst_context=None, no_live=False) -> None:
+        burst=None, burst_context=None, no_live=False, mixed=None) -> None:
     """Run a benchmark matrix from CONFIG_FILE (TOML), or against --base-url."""
     pm = get_plugin_manager()
     try:
@@ -60,7 +62,7 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
         if resume_id:
             given = [flag for flag, value in zip(_NEW_RUN_FLAGS, (
                 engine_kind, base_url, model, duration, max_output, api, api_key_env, api_key_file, contexts, prefill_contexts,
-                concurrency, no_loop_detection or None, repeat, rate, arrival, load_duration, max_in_flight, burst, burst_context))
+                concurrency, no_loop_detection or None, repeat, rate, arrival, load_duration, max_in_flight, burst, burst_context, mixed))
                 if value is not None]  # fmt: skip
             if given:
                 raise ConfigError(f"{given[0]}: not with --resume (the run's stored config is used; change a field with --set KEY=VALUE)")
@@ -91,8 +93,8 @@ def run(config_file, db, overrides, resume_id, retry_errors, engine_kind, base_u
         rate_points = list(data["load"]) if rate is not None else []
         apply_trace_flags(data, trace_path, time_scale, trace_requests)
         trace_points = list(data["load"]) if trace_path is not None else []
-        flagged = [*rate_points, *trace_points, *apply_burst_flags(data, burst, burst_context)]
-        if flagged:  # any of --rate, --trace, --burst: the rate points, then the replay, then the bursts
+        flagged = [*rate_points, *trace_points, *apply_burst_flags(data, burst, burst_context), *apply_mixed_flags(mixed)]
+        if flagged:  # any of --rate, --trace, --burst, --mixed: the rate points, the replay, the bursts, the interference points
             data["load"] = flagged
         points_take_max_output(data, matrix.get("max_output") if max_output is not None else None)
         cfg = prepare_config(pm, data, source, list(overrides))  # what infermatrix.api.run calls too

@@ -32,6 +32,7 @@ __all__ = [
     "SearchConfig",
     "TraceLoadConfig",
     "BurstLoadConfig",
+    "MixedLoadConfig",
     "expand_bursts",
     "AnyLoadConfig",
     "LOAD_TAGS",
@@ -335,18 +336,65 @@ def expand_bursts(points: Any) -> Any:
     return out
 
 
+class MixedLoadConfig(Strict):
+    """One interference point (``[[load]] kind = "mixed"``, or ``--mixed STREAMS@DECODE_CTX+PREFILL_CTX``):
+    ``decode_streams`` long decodes running, then long prompts sent into them; each decoder's token gaps while a
+    prompt is in the engine against its gaps without one (docs/load.md, "Interference")."""
+
+    kind: Literal["mixed"] = "mixed"
+    decode_streams: int = Field(..., gt=0, description="decode streams running through the whole point")
+    decode_context: ContextTokens = Field(None, description="prompt tokens of each decode stream (8K labels); default: "
+                                          "the first matrix context, else 1024")  # fmt: skip
+    prefill_context: ContextTokens = Field(..., description="prompt tokens of each prefill sent into the decodes (8K labels)")
+    prefills: int = Field(3, gt=0, description="prefills sent during the point (each a distinct, uncached prompt)")
+    prefill_rate: float | None = Field(None, gt=0, description="prefills per second (constant spacing, they may overlap); "
+                                       "default: one at a time, each sent gap_s after the previous one's first token")  # fmt: skip
+    gap_s: float = Field(0.25, ge=0, description="one at a time: quiet time after a prefill's first token before the next")
+    prefill_max_output: int = Field(1, gt=0, description="max_tokens of each prefill (1: it leaves the engine at its first token)")
+    decode_max_output: int | None = Field(None, gt=0, description="max_tokens of each decode stream (ignore_eos): it must "
+                                          "outlast the point; the streams are closed when the point ends. Default: 4096, "
+                                          "or what max_model_len leaves after decode_context when that is less")  # fmt: skip
+    warmup_s: float = Field(1.0, ge=0, description="after every decode stream's first token, before the alone window")
+    window_s: float = Field(2.0, gt=0, description="the alone window: the decoders' gaps with no prefill in the engine")
+
+    @model_validator(mode="after")
+    def _check(self) -> MixedLoadConfig:
+        if self.prefill_context is None:
+            raise ValueError("prefill_context: give the prefills' prompt tokens (e.g. 8K)")
+        return self
+
+    def decode_tokens(self, decode_context: int, max_model_len: int | None) -> int:
+        """Each decode stream's max_tokens: ``decode_max_output``, else 4096 or what ``max_model_len`` leaves (at least 1)."""
+        if self.decode_max_output is not None:
+            return self.decode_max_output
+        return max(1, min(4096, max_model_len - decode_context)) if max_model_len is not None else 4096
+
+    def kv_need(self, decode_context: int, max_model_len: int | None) -> int:
+        """KV tokens the point holds at most: every decode stream at full length and the prefills that can overlap
+        (one at a time: one; at a rate: all of them)."""
+        at_once = self.prefills if self.prefill_rate is not None else 1
+        decode = self.decode_streams * (decode_context + self.decode_tokens(decode_context, max_model_len))
+        return decode + at_once * (self.prefill_context + self.prefill_max_output)  # type: ignore[operator]
+
+
 def _load_kind(v: Any) -> str:
     if isinstance(v, dict):
         if v.get("kind") == "burst":
             return "burst_point"
+        if v.get("kind") == "mixed":
+            return "mixed_point"
         return "trace_point" if v.get("kind") == "trace" or v.get("arrival") == "trace" else "rate_point"
+    if isinstance(v, MixedLoadConfig):
+        return "mixed_point"
     return "trace_point" if isinstance(v, TraceLoadConfig) else "burst_point" if isinstance(v, BurstLoadConfig) else "rate_point"
 
 
-# A ``[[load]]`` point: a rate point, a trace replay (``kind = "trace"`` or ``arrival = "trace"``), or a burst (``kind = "burst"``).
-LOAD_TAGS = ("rate_point", "trace_point", "burst_point")  # union tags pydantic puts in an error's location; validate_config drops them
+# A ``[[load]]`` point: a rate point, a trace replay (``kind = "trace"`` or ``arrival = "trace"``), a burst (``kind = "burst"``)
+# or an interference point (``kind = "mixed"``).
+LOAD_TAGS = ("rate_point", "trace_point", "burst_point", "mixed_point")  # union tags pydantic puts in an error's location; validate_config drops them
 AnyLoadConfig = Annotated[
-    Union[Annotated[LoadConfig, Tag("rate_point")], Annotated[TraceLoadConfig, Tag("trace_point")], Annotated[BurstLoadConfig, Tag("burst_point")]],
+    Union[Annotated[LoadConfig, Tag("rate_point")], Annotated[TraceLoadConfig, Tag("trace_point")], Annotated[BurstLoadConfig, Tag("burst_point")],
+          Annotated[MixedLoadConfig, Tag("mixed_point")]],
     Discriminator(_load_kind),
 ]
 

@@ -130,3 +130,13 @@ TTFO_GAP_MS = LOOPBACK_MS
 # its close; the server's from reading that first body to its last request's final step. Each end is one loopback
 # delivery apart (LOOPBACK_MS): the client's span is the server's plus less than two of them.
 BURST_SPAN_MS = 2 * LOOPBACK_MS
+
+# --- interference points (test_fidelity_interference.py), against the sim's chunked-prefill model and its record -----
+# A step of the sim's record lasts its planned time (the model's, exact without step_jitter) plus its own lateness minus
+# its predecessor's (the step clock is absolute: a late step's successor is shorter), so a step's duration is within the
+# record's largest lateness (max_lag_s) of the model. A client gap is two chunk reads apart, each trailing its step-end
+# stamp by one loopback delivery (0 … LOOPBACK_MS): the client's gap is within one LOOPBACK_MS of the server's.
+INTERFERENCE_GAP_MS = LOOPBACK_MS
+# The client's prefill TTFT runs from its last byte written to its first chunk read; the server's from reading the body
+# to the step end that emitted it: one loopback delivery at each end, as a burst's span.
+INTERFERENCE_TTFT_MS = 2 * LOOPBACK_MS

@@ -31,7 +31,7 @@ ORDER = {
     "slo_limits": "run_id, slo, metric, percentile", "run_costs": "run_id",
     "points": "run_id, point", "point_requests": "run_id, point, request_no",
     "workload_passes": "run_id", "workload_requests": "run_id, request_no", "task_requests": "run_id, request_no",
-    "trace_points": "run_id, point", "trace_requests": "run_id, point, request_no", "bursts": "run_id, point",
+    "trace_points": "run_id, point", "trace_requests": "run_id, point, request_no", "bursts": "run_id, point", "interference_points": "run_id, point",
     "cell_host_stats": "run_id, context_tokens, concurrency, host", "cell_interval_rows": "run_id, context_tokens, concurrency, metric",
     "slo_searches": "run_id", "slo_search_probes": "run_id, probe", "gpu_samples": "run_id, context_tokens, concurrency, gpu, t",
     "cell_repeats": "run_id, context_tokens, concurrency, repeat",
@@ -63,6 +63,8 @@ def source_file(tmp_path_factory):
                    [{"request_no": i, "request_id": f"t{i}", "trace_index": i, "shared_prefix_tokens": 512 * i} for i in range(2)])  # fmt: skip
         save_point(s, a, {"point": 2, "arrival": "burst", "status": "valid", "burst": {"requests": 2, "concurrency": 1, "tail_s": 0.5}},
                    [{"request_no": i, "request_id": f"b{i}", "ttfo_ms": 9.0 + i, "reasoning": True} for i in range(2)])  # a burst (issue 31)
+        save_point(s, a, {"point": 3, "arrival": "mixed", "status": "valid", "mixed": {"decode_streams": 2, "stall_max_ms": 40.0}},
+                   [{"request_no": i, "request_id": f"m{i}"} for i in range(3)])  # an interference point (issue 31 item 3)
         save_search(s, a, {"slo": "tpot_p99_ms=50", "over": "concurrency", "context_tokens": 8192, "status": "found", "highest_pass": 8.0})
         save_probe(s, a, {"probe": 0, "step": "start", "load": 8.0, "context_tokens": 8192, "status": "valid", "meets": True, "verdict": "pass"})
         save_gpu_samples(s, a, 8192, 8, [{"t": 1.0 + i, "t_mono": 1000.0 + i, "gpu": 0, "power_w": 400.0 + i} for i in range(3)])

@@ -333,3 +333,26 @@ def test_v10_database_gains_bursts_and_ttfo_on_a_read_only_open(tmp_path):
         assert s.query("SELECT count(*) FROM slo_cells WHERE run_id = ?", [run_id])[0]  # the SLO views read the new columns
         assert "# Speed test matrix" in render_markdown(s, run_id)
     assert {"bursts", "burst_points"} <= objects(path)
+
+
+def make_v11(path) -> str:
+    """A store as schema v11 left it: no interference table or view (v12, issue 31 item 3)."""
+    with Store(path) as s:
+        run_id, _, _ = fill_run(s, seed=1, other=False)
+    con = duckdb.connect(str(path))
+    con.execute("DROP VIEW interference")
+    con.execute("DROP TABLE interference_points")
+    _set_version(con, 11)
+    con.close()
+    return run_id
+
+
+def test_v11_database_gains_the_interference_table_and_view_on_a_read_only_open(tmp_path):
+    path = tmp_path / "v11.duckdb"
+    run_id = make_v11(path)
+    assert not {"interference", "interference_points"} & objects(path)
+    with Store(path, read_only=True) as s:
+        assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
+        assert s.query("SELECT count(*) FROM interference WHERE run_id = ?", [run_id])[1] == [(0,)]
+        assert "# Speed test matrix" in render_markdown(s, run_id)
+    assert {"interference", "interference_points"} <= objects(path)

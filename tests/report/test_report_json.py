@@ -16,7 +16,7 @@ def test_json_keys_are_stable(filled):
     store, run_id, cells, prefill = filled
     doc = render_json(store, run_id)
     assert tuple(doc) == TOP_KEYS == ("format", "version", "run", "prefill", "decode", "latency", "slo", "trace", "points", "workload",
-                                            "bursts")
+                                            "bursts", "interference")
     assert tuple(doc["workload"]) == ("reuse", "turns", "ttft_by_cached_fraction", "tasks")
     assert tuple(doc["slo"]) == ("cells", "capacity", "frontier", "engine_stats", "search", "search_probes", "price")
     assert all(list(r) == columns(store, "frontier") for r in doc["slo"]["frontier"]) and doc["slo"]["frontier"]

@@ -37,7 +37,7 @@ def test_a_cache_too_small_for_one_request_is_refused_by_the_server_not_the_conf
 
 def test_args_the_sim_does_not_model_are_config_errors():
     with pytest.raises(ValueError, match="Extra inputs are not permitted"):  # a typo or an unmodelled flag: the config model says so
-        SimArgs(max_num_batched_tokens=512)  # type: ignore[call-arg]
+        SimArgs(enable_chunked_prefill=False)  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="num_speculative_tokens = K"):
         SimArgs(speculative_config={"model": "draft", "num_speculative_tokens": 2})
     with pytest.raises(ValueError, match="only for a sim infermatrix launches"):
@@ -50,3 +50,23 @@ def test_an_attached_config_round_trips_through_storage():
     attached = SimEngineConfig(profile="demo", base_url="http://127.0.0.1:1")
     again = SimEngineConfig.model_validate(attached.model_dump())
     assert again.base_url == attached.base_url and again.args == SimArgs()
+
+
+def test_the_chunked_prefill_budget_is_an_arg_and_refused_below_max_num_seqs_as_vllm_does(tmp_path):
+    demo = load_profile("demo")
+    assert demo.max_num_batched_tokens is None  # unset: serial prefill beside decoding, as before
+    got = with_engine_args(demo, SimArgs(max_num_batched_tokens=2048))
+    assert got.max_num_batched_tokens == 2048 and got.max_num_seqs == demo.max_num_seqs
+    with pytest.raises(ConfigError, match=r"max_num_batched_tokens \(8\) must be at least max_num_seqs \(16\)"):
+        with_engine_args(demo, SimArgs(max_num_seqs=16, max_num_batched_tokens=8))
+    argv = SimEngine(SimEngineConfig(profile="demo", args=SimArgs(max_num_batched_tokens=512)), tmp_path).command()
+    assert argv[-2:] == ["--max-num-batched-tokens", "512"]
+
+
+def test_a_chunk_costs_the_marginal_prefill_time_plus_the_base():
+    p = load_profile({"base": "tiny", "prefill_attn_ms": 2.0, "prefix_cache_tokens": 0})
+    whole = p.prefill_ms(3000, 0)
+    parts = [p.prefill_chunk_ms(done, n, 0) for done, n in ((0, 1000), (1000, 1000), (2000, 1000))]
+    assert sum(parts) == pytest.approx(whole + 2 * p.prefill_base_ms)  # k chunks: the whole plus (k - 1) bases
+    assert parts[0] < parts[1] < parts[2]  # attention: later chunks see more tokens before them
+    assert p.prefill_chunk_ms(0, 3000, 0) == pytest.approx(whole)

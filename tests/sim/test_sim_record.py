@@ -23,7 +23,7 @@ def _seq(i: int, received: float, emissions: list[tuple[float, int]], finished: 
 def test_window_record_by_the_definitions():
     sched = Scheduler(load_profile("tiny"))
     # Steps of 1 s (t_start, duration, planned, batch, tokens, lag): batch 2 for [0, 2), 1 for [2, 3), idle [3, 4), 2 for [4, 5).
-    sched.steps.extend([(0.0, 1.0, 1.0, 2, 2, 0.0), (1.0, 1.0, 1.0, 2, 2, 0.0), (2.0, 1.0, 1.0, 1, 1, 0.0), (4.0, 1.0, 1.0, 2, 2, 0.0)])
+    sched.steps.extend([(0.0, 1.0, 1.0, 2, 2, 0.0, 0), (1.0, 1.0, 1.0, 2, 2, 0.0, 0), (2.0, 1.0, 1.0, 1, 1, 0.0, 0), (4.0, 1.0, 1.0, 2, 2, 0.0, 0)])
     a = _seq(0, -0.5, [(1.0, 1), (2.0, 1), (3.0, 1)], finished=3.0)  # finishes at the step ending at 3
     b = _seq(1, -0.2, [(1.0, 1), (2.0, 1)], finished=2.0)
     c = _seq(2, 3.5, [(5.0, 1)], finished=None)

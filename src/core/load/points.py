@@ -20,6 +20,7 @@ from infermatrix.core.report.point_settings import DISTINCT_PROMPTS, rate_point_
 from infermatrix.core.load.point_send import output_tokens, request_row, send_point
 from infermatrix.core.load.trace_point import is_trace, measure_trace_point, trace_label, trace_point_rows
 from infermatrix.core.load.burst_point import burst_label, burst_point_rows, is_burst, measure_burst_point
+from infermatrix.core.load.mixed_point import is_mixed, measure_mixed_point, mixed_label, mixed_point_rows
 from infermatrix.core.store.points import done_points, save_point
 from infermatrix.core.types import RequestRecord
 
@@ -40,6 +41,8 @@ def point_label(cfg: RunConfig, lc: LoadConfig) -> str:
         return trace_label(lc)  # type: ignore[arg-type]
     if is_burst(lc):
         return burst_label(cfg, lc)  # type: ignore[arg-type]
+    if is_mixed(lc):
+        return mixed_label(cfg, lc)  # type: ignore[arg-type]
     cap = f" cap {lc.max_in_flight}" if lc.max_in_flight else ""
     return f"{lc.arrival}@{lc.rate:g}/s {format_context(point_context(cfg, lc))}{cap}"
 
@@ -57,6 +60,8 @@ def plan_lines(cfg: RunConfig) -> list[str]:
             lines.append(f"point {i}: trace {trace_point_settings(lc.path, lc.time_scale)}")
         elif is_burst(lc):
             lines.append(f"point {i}: {burst_label(cfg, lc)} · max output {lc.max_output:,} tokens")
+        elif is_mixed(lc):
+            lines.append(f"point {i}: {mixed_label(cfg, lc)} · warm-up {lc.warmup_s:g} s, alone window {lc.window_s:g} s")
         else:
             lines.append(f"point {i}: {lc.rate:g}/s · {rate_point_settings(lc.arrival, lc.duration_s, point_context(cfg, lc), lc.max_output, lc.max_in_flight)}")
     return lines
@@ -84,16 +89,21 @@ async def run_point(rc: RunContext, progress: RunProgress, index: int, lc: LoadC
 
 
 async def _one_point(rc: RunContext, progress: RunProgress, index: int, lc: Any = None) -> None:
-    lc = lc if lc is not None else rc.cfg.load[index]  # a LoadConfig, TraceLoadConfig (trace_point.py) or BurstLoadConfig (burst_point.py)
+    lc = lc if lc is not None else rc.cfg.load[index]  # a LoadConfig, TraceLoadConfig (trace_point.py), BurstLoadConfig (burst_point.py) or MixedLoadConfig (mixed_point.py)
     state: dict[str, Any] = {}
     # A trace replay or a burst is measured and judged by its own pair; saved like any point.
     measure_point, point_rows = ((measure_trace_point, trace_point_rows) if is_trace(lc) else (measure_burst_point, burst_point_rows)
-                                 if is_burst(lc) else (_measure_point, _point_rows))  # fmt: skip
+                                 if is_burst(lc) else (measure_mixed_point, mixed_point_rows) if is_mixed(lc)
+                                 else (_measure_point, _point_rows))  # fmt: skip
 
     async def measure() -> None:
         await measure_point(rc, index, lc, state)
 
     def detail(row: dict[str, Any]) -> str:
+        if is_mixed(lc):
+            m = row["mixed"]
+            return (f"TBT alone {m['tbt_alone_ms'] or 0:,.1f} ms, during {m['tbt_during_ms'] or 0:,.1f} ms, stall max "
+                    f"{m['stall_max_ms'] or 0:,.1f} ms, prefill TTFT {m['prefill_ttft_ms'] or 0:,.0f} ms (alone {m['prefill_ttft_alone_ms'] or 0:,.0f})")
         if is_burst(lc):
             return f"{row['duration_s'] or 0:.2f} s, {row.get('output_tps') or 0:,.0f} tok/s, e2e p99 {row['e2e_p99_ms'] or 0:,.0f} ms"
         return f"{row.get('achieved_rate') or 0:.2f}/s achieved, lag p99 {row['lag_p99_ms']:.1f} ms, TTFT p50 {row['ttft_p50_ms'] or 0:,.0f} ms"

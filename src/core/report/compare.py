@@ -31,6 +31,7 @@ from infermatrix.core.report.markdown import markdown_sections, md_escape, md_ta
 from infermatrix.core.report.model import Section
 from infermatrix.core.report.sections import slo_sections
 from infermatrix.core.report.sections.burst_compare import burst_compare_section
+from infermatrix.core.report.sections.interference import interference_compare_section
 from infermatrix.core.report.sections.telemetry_compare import telemetry_compare_section
 from infermatrix.core.report.slo_report import load_slo_report
 from infermatrix.core.report.text import draw_sections
@@ -244,7 +245,7 @@ def render_compare_text(store: Store, run_ids: list[str], console: Console) -> N
 def _bursts(cmp: Comparison) -> list[Section]:
     """The comparison's Bursts section, when two runs ran a burst alike (sections/burst_compare.py), and its Engine and GPU
     section, when two runs read telemetry in the same cells (sections/telemetry_compare.py)."""
-    return [s for s in (burst_compare_section(cmp), telemetry_compare_section(cmp)) if s is not None]
+    return [s for s in (burst_compare_section(cmp), interference_compare_section(cmp), telemetry_compare_section(cmp)) if s is not None]
 
 
 def _md_cells(row: list[tuple[str, str | None]]) -> list[str]:

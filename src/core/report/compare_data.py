@@ -143,16 +143,34 @@ def _burst_key(r: dict[str, Any]) -> tuple:
 
 
 def _burst_pairs(store: Store, ids: list[str]) -> list[BurstPair]:
-    rows = {rid: {_burst_key(r): r for r in view_rows(store, "SELECT * FROM burst_points WHERE run_id = ? AND status = 'valid' "
-                                                             "ORDER BY point", [rid])} for rid in ids}  # fmt: skip
+    return _alike_pairs(store, ids, "burst_points", _burst_key, BURST_METRICS)
+
+
+# (interference column, higher is better): the decoders' gaps during a prefill, the stall, the prompt's TTFT, the gaps alone
+INTERFERENCE_METRICS = (("tbt_during_ms", False), ("stall_max_ms", False), ("prefill_ttft_ms", False), ("tbt_alone_ms", False))
+
+
+def _interference_key(r: dict[str, Any]) -> tuple:
+    return (r["decode_streams"], r["decode_context"], r["prefill_context"], r["prefills"], r.get("prefill_rate"))
+
+
+def _interference_pairs(store: Store, ids: list[str]) -> list[BurstPair]:
+    return _alike_pairs(store, ids, "interference", _interference_key, INTERFERENCE_METRICS)
+
+
+def _alike_pairs(store: Store, ids: list[str], view: str, key: Any, metrics: tuple[tuple[str, bool], ...]) -> list[BurstPair]:
+    """Points of ``view`` (bursts, interference points) valid in the baseline and another run with the same ``key``: per
+    metric the ratio other/A and its word by the fixed rule (one measurement each: no interval)."""
+    rows = {rid: {key(r): r for r in view_rows(store, f"SELECT * FROM {view} WHERE run_id = ? AND status = 'valid' "
+                                                     "ORDER BY point", [rid])} for rid in ids}  # fmt: skip
     out = []
     for b in ids[1:]:
-        for key, ra in rows[ids[0]].items():
-            rb = rows[b].get(key)
+        for k, ra in rows[ids[0]].items():
+            rb = rows[b].get(k)
             if rb is None:
                 continue
             ratios: dict[str, tuple[float | None, str | None]] = {}
-            for col, higher in BURST_METRICS:
+            for col, higher in metrics:
                 va, vb = ra.get(col), rb.get(col)
                 ratio = vb / va if va and vb is not None else None
                 word = None if ratio is None else "same" if abs(ratio - 1) < SAME_WITHIN else "better" if (ratio > 1) == higher else "worse"
@@ -175,6 +193,7 @@ class Comparison:
     tasks: dict[str, list[TaskComparison]] = field(default_factory=dict)  # run B -> its task sets against A's (compare_tasks.py)
     # run -> decode cell -> its engine_cells / gpu_cells rows (docs/telemetry.md), timelines left out
     telemetry: dict[str, dict[tuple[int, int], dict[str, Any]]] = field(default_factory=dict)
+    interference: list[BurstPair] = field(default_factory=list)  # interference points valid in A and another run, alike
 
     @property
     def baseline(self) -> str:
@@ -306,7 +325,8 @@ def load_comparison(store: Store, run_ids: list[str]) -> Comparison:
     diffs, unknown = _method(store, runs, letters)
     tasks = {b: compare_tasks(store, ids[0], b) for b in ids[1:]}
     telemetry = {rid: {k: {p: r for p, r in t.items() if p != "timeline"} for k, t in load_telemetry(store, rid).items()} for rid in ids}
-    return Comparison(runs, letters, pairs, _best(decode), diffs, unknown, decode, intervals, _burst_pairs(store, ids), tasks, telemetry)
+    return Comparison(runs, letters, pairs, _best(decode), diffs, unknown, decode, intervals, _burst_pairs(store, ids), tasks, telemetry,
+                      interference=_interference_pairs(store, ids))
 
 
 # --fail-if-slower's metrics -> (the cell_intervals metric, the decode_matrix column without intervals, higher is better)

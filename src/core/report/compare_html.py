@@ -27,6 +27,7 @@ from infermatrix.core.report.html_page import esc, figure, page, table
 from infermatrix.core.report.model import Chart
 from infermatrix.core.report.sections import slo_sections
 from infermatrix.core.report.sections.burst_compare import burst_compare_section
+from infermatrix.core.report.sections.interference import interference_compare_section
 from infermatrix.core.report.sections.telemetry_compare import telemetry_compare_section
 from infermatrix.core.report.slo_report import load_slo_report
 from infermatrix.core.report.svg_heatmap import HeatCell, diverging_colour, heatmap
@@ -112,6 +113,6 @@ def compare_html_of(cmp: Comparison, slo: str = "") -> str:
 def render_compare_html(store: Store, run_ids: list[str]) -> str:
     cmp = load_comparison(store, run_ids)
     labels = {rid: f"{cmp.letters[rid]}: {rid} ({run.get('engine') or '?'})" for rid, run in cmp.runs.items()}
-    extra = [s for s in (burst_compare_section(cmp), telemetry_compare_section(cmp)) if s is not None]
+    extra = [s for s in (burst_compare_section(cmp), interference_compare_section(cmp), telemetry_compare_section(cmp)) if s is not None]
     sections = [*slo_sections(load_slo_report(store, run_ids), many_runs=True, labels=labels), *extra]
     return compare_html_of(cmp, html_sections(sections))

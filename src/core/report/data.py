@@ -113,6 +113,7 @@ class ReportData:
     points: list[dict[str, Any]] = field(default_factory=list)  # open-loop points (load_points view), in point order
     traces: list[dict[str, Any]] = field(default_factory=list)  # trace-replay points with their arrivals (load_trace_rows)
     bursts: list[dict[str, Any]] = field(default_factory=list)  # burst points (burst_points view), in point order
+    interference: list[dict[str, Any]] = field(default_factory=list)  # interference points (interference view), in point order
     reasoning: bool = False  # some streamed request of the run carried reasoning text: reports show TTFO beside TTFT
     slo: SloReport = field(default_factory=SloReport)  # SLO, capacity, frontier, engine statistics (docs/slo.md)
     workload: WorkloadReport = field(default_factory=WorkloadReport)  # a workload's own pass (docs/workloads.md)
@@ -278,6 +279,7 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
         points=load_point_rows(store, run_id),
         traces=load_trace_rows(store, run_id),
         bursts=view_rows(store, "SELECT * FROM burst_points WHERE run_id = ? ORDER BY point", [run_id]),
+        interference=view_rows(store, "SELECT * FROM interference WHERE run_id = ? ORDER BY point", [run_id]),
         reasoning=_reasoning_seen(store, run_id),
         slo=load_slo_report(store, [run_id]),
         workload=load_workload_report(store, run_id),

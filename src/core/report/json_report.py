@@ -17,11 +17,12 @@ __all__ = ["json_plain", "render_json", "json_of", "REPORT_FORMAT", "REPORT_VERS
 REPORT_FORMAT = "infermatrix.report"
 REPORT_VERSION = 1
 # Top-level keys, always present (lists may be empty). Row keys are the views' columns.
-# Keys added later go at the end (a reader of version 1 keeps working): "bursts" (issue 31); compare's "telemetry" (issue 32).
-TOP_KEYS = ("format", "version", "run", "prefill", "decode", "latency", "slo", "trace", "points", "workload", "bursts")
+# Keys added later go at the end (a reader of version 1 keeps working): "bursts" (issue 31); compare's "telemetry" (issue 32);
+# "interference" in both (issue 31 item 3).
+TOP_KEYS = ("format", "version", "run", "prefill", "decode", "latency", "slo", "trace", "points", "workload", "bursts", "interference")
 COMPARE_FORMAT = "infermatrix.compare"
 COMPARE_VERSION = 1
-COMPARE_KEYS = ("format", "version", "baseline", "runs", "method", "pairs", "best", "bursts", "telemetry")
+COMPARE_KEYS = ("format", "version", "baseline", "runs", "method", "pairs", "best", "bursts", "telemetry", "interference")
 
 
 def json_plain(v: Any) -> Any:
@@ -43,7 +44,7 @@ def _intervals_json(ivs: dict[str, Any]) -> dict[str, Any]:
 
 
 def json_of(d: ReportData) -> dict[str, Any]:
-    """``{format, version, run, prefill, decode, latency, slo, trace, points, workload, bursts}`` for an already loaded report.
+    """``{format, version, run, prefill, decode, latency, slo, trace, points, workload, bursts, interference}`` for an already loaded report.
 
     ``run`` is the runs row (JSON columns as objects); ``prefill`` rows are prefill_list rows plus ``intervals`` (the
     point's prefill_intervals rows, metric -> ``{lo, hi, method, n}``; empty for points without them),
@@ -58,6 +59,7 @@ def json_of(d: ReportData) -> dict[str, Any]:
     ``arrivals`` (trace_arrivals rows; docs/load.md);
     ``points`` the run's load_points rows (open-loop, trace and burst points, in point order; docs/load.md);
     ``bursts`` the run's burst_points rows (docs/load.md, "Bursts");
+    ``interference`` the run's interference rows (docs/load.md, "Interference");
     ``workload`` the workload pass (docs/workloads.md): ``reuse`` (the prefix_reuse row, null without a pass),
     ``turns`` (turns rows), ``ttft_by_cached_fraction`` (its rows, by band) and ``tasks`` (task_results rows, by task
     set: the tasks workload).
@@ -93,6 +95,7 @@ def json_of(d: ReportData) -> dict[str, Any]:
         "workload": json_plain({"reuse": d.workload.reuse, "turns": d.workload.turns, "ttft_by_cached_fraction": d.workload.bands,
                                "tasks": d.workload.tasks}),
         "bursts": json_plain(d.bursts),
+        "interference": json_plain(d.interference),
     }
 
 
@@ -111,7 +114,8 @@ def _cell_metric(c: Any, key: str, a: float | None, b: float | None, r: float | 
 
 
 def compare_json_of(cmp: Comparison) -> dict[str, Any]:
-    """``{format, version, baseline, runs, method, pairs, best, bursts, telemetry}``; ``telemetry``: each decode cell with
+    """``{format, version, baseline, runs, method, pairs, best, bursts, telemetry, interference}``; ``interference``: as
+    ``bursts``, for interference points sent alike (docs/load.md, "Interference"); ``telemetry``: each decode cell with
     engine or GPU reads in the baseline and another run, both sides' engine_cells / gpu_cells rows; ratios are other / baseline; ``bursts``: each burst
     valid in the baseline and another run, sent alike, with its burst_points rows and per metric the ratio and its word
     by the fixed rule (docs/load.md, "Bursts")."""
@@ -150,6 +154,8 @@ def compare_json_of(cmp: Comparison) -> dict[str, Any]:
                     "ratios": {k: {"ratio": r, "verdict": w} for k, (r, w) in p.ratios.items()}} for p in cmp.bursts],
         "telemetry": json_plain([{"run_a": cmp.baseline, "run_b": rid, "context_tokens": ctx, "concurrency": n, "a": ta, "b": tb}
                              for rid, (ctx, n), ta, tb in telemetry_pairs(cmp)]),
+        "interference": json_plain([{"run_a": cmp.baseline, "run_b": p.run_b, "a": p.a, "b": p.b,
+                                 "ratios": {k: {"ratio": r, "verdict": w} for k, (r, w) in p.ratios.items()}} for p in cmp.interference]),
     })
 
 

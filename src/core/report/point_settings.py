@@ -79,7 +79,7 @@ def matrix_ran(d: ReportData) -> bool:
 
 def load_rows(d: ReportData) -> list[tuple[str, str]]:
     """The header's rows for what ran besides the matrix, each saying what it used: rate points (those with the same
-    settings on one row, their rates listed), SLO search probes, trace replays, a workload pass."""
+    settings on one row, their rates listed), SLO search probes, trace replays, bursts, interference points, a workload pass."""
     loads = (d.run.get("config") or {}).get("load")
     configured = len(loads) if isinstance(loads, list) else None  # points past the [[load]] entries are search probes
     traces = {t["point"]: t for t in d.traces}
@@ -93,6 +93,9 @@ def load_rows(d: ReportData) -> list[tuple[str, str]]:
             continue
         if p.get("arrival") == "burst":  # one row per burst: its own settings (burst_points has the rest)
             rows.append(("Burst", f"{p.get('label') or 'burst'} · max output {_tokens(p.get('max_output'))}"))
+            continue
+        if p.get("arrival") == "mixed":  # one row per interference point: its own settings (the interference view has the rest)
+            rows.append(("Interference", f"{p.get('label') or 'mixed'} · prefill max output {_tokens(p.get('max_output'))}"))
             continue
         label = "Search probes" if configured is not None and p["point"] >= configured else "Open-loop points"
         what = rate_point_settings(p["arrival"], p.get("duration_s"), p.get("context_tokens"), p.get("max_output"), p.get("max_in_flight"))

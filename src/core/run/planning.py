@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pluggy
 
-from infermatrix.core.config import ConfigError, RunConfig
+from infermatrix.core.config import ConfigError, MixedLoadConfig, RunConfig
 from infermatrix.core.contexts import format_context
+from infermatrix.core.load.mixed_point import mixed_fit_reason, mixed_label
 from infermatrix.core.types import Capacity, EngineInfo
 
-__all__ = ["over_capacity_reason", "prefill_target", "over_capacity_cells", "resolve_capacity", "known_max_model_len", "check_matrix"]
+__all__ = ["over_capacity_reason", "prefill_target", "over_capacity_cells", "resolve_capacity", "known_max_model_len", "check_mixed_points", "check_matrix"]
 
 
 def over_capacity_reason(
@@ -78,11 +79,26 @@ def known_max_model_len(cfg: RunConfig) -> tuple[int | None, str]:
     return None, ""
 
 
+def check_mixed_points(cfg: RunConfig, max_model_len: int | None) -> None:
+    """An interference point whose streams cannot fit, as the config alone tells (``known_capacity``): one line before
+    launch. The engine's own capacity, read once it is up, marks the point ``over_capacity`` instead (mixed_point.py)."""
+    known = cfg.engine.known_capacity()
+    capacity = Capacity(kv_tokens=known[0], max_seqs=known[1], source=known[2]) if known is not None else Capacity(kv_tokens=None)
+    for i, lc in enumerate(cfg.load):
+        if not isinstance(lc, MixedLoadConfig):
+            continue
+        why = mixed_fit_reason(cfg, lc, capacity, max_model_len)
+        if why is not None:
+            raise ConfigError(f"load[{i}] ({mixed_label(cfg, lc)}): {why}; fewer decode_streams, shorter contexts or a "
+                              "smaller decode_max_output")  # fmt: skip
+
+
 def check_matrix(cfg: RunConfig) -> None:
     """A matrix that can't run, found before launch: a decode row whose prompt plus output exceeds
     ``max_model_len``. (Prefill rows are capped to fit instead, and said so.)"""
     limit, source = known_max_model_len(cfg)
     m = cfg.matrix
+    check_mixed_points(cfg, limit)
     if limit is None:
         return
     bad = [c for c in m.contexts if c + m.max_output > limit]

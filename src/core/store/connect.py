@@ -47,7 +47,9 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 #     tasks.sql: task_requests and the task_results view (issue 31 item 2: natural-length completions, task accuracy);
 #     engine_samples, gpu_series, telemetry_costs and the views engine_timeline, engine_cells, gpu_cells
 #     (engine_telemetry.sql); frontier gains joules_per_mtok and energy_usd_per_mtok (issue 32).
-SCHEMA_VERSION = 11
+# v12: interference points (interference.sql: interference_points, the interference view; a point's status may be
+#     over_capacity) (issue 31 item 3).
+SCHEMA_VERSION = 12
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
 # and bumps SCHEMA_VERSION (tests/store/test_schema_files.py checks both).
@@ -62,6 +64,7 @@ SCHEMA_FILES = (
     "slo_search.sql",  # the SLO search (issue 20): reads points, point_requests, slo_limits and slo_verdicts()
     "trace.sql",  # trace-replay points (issue 20), after load.sql (its view reads points)
     "burst.sql",  # burst points (issue 31), after load.sql (its view reads points)
+    "interference.sql",  # interference points (issue 31 item 3), after load.sql (its view reads points)
     "hosts.sql",  # client hosts of Ray cells (issue 21; docs/distributed.md)
     "telemetry.sql",  # GPU samples per cell (core/engine/telemetry.py)
     "intervals.sql",  # each cell number's 95 % interval (issue 30; docs/metrics.md, "Intervals")

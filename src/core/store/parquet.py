@@ -31,7 +31,7 @@ _IDENTITY = ("engine", "model", "host", "started_at", "source")
 _OPTIONAL_TABLES = frozenset({"prefill_samples", "slo_limits", "run_costs", "points", "point_requests", "workload_passes", "workload_requests",
                               "trace_points", "trace_requests", "cell_host_stats", "slo_searches", "slo_search_probes",
                               "gpu_samples", "cell_interval_rows", "cell_repeats",
-                              "cell_repeat_intervals", "prefill_interval_rows", "bursts", "task_requests",
+                              "cell_repeat_intervals", "prefill_interval_rows", "bursts", "interference_points", "task_requests",
                               "engine_samples", "gpu_series", "telemetry_costs"})  # tables newer than the first exports
 
 

@@ -12,10 +12,11 @@ from infermatrix.core.store.store import Bulk, Store
 from infermatrix.core.store.errors import StoreError
 from infermatrix.core.store.trace_store import trace_statements
 from infermatrix.core.store.burst_store import burst_statements
+from infermatrix.core.store.interference_store import interference_statements
 
 __all__ = ["POINT_STATUSES", "POINT_COLUMNS", "POINT_REQUEST_COLUMNS", "save_point", "done_points"]
 
-POINT_STATUSES = ("valid", "client_bound", "error", "interrupted")
+POINT_STATUSES = ("valid", "client_bound", "error", "over_capacity", "interrupted")  # over_capacity: an interference point that cannot fit
 POINT_COLUMNS = (
     "run_id", "point", "label", "arrival", "requested_rate", "duration_s", "context_tokens", "max_output", "max_in_flight",
     "seed", "scheduled", "scheduled_rate", "sent", "achieved_rate", "lag_p50_ms", "lag_p99_ms", "lag_max_ms", "lag_bound_ms",
@@ -44,6 +45,7 @@ def save_point(store: Store, run_id: str, point: dict[str, Any], requests: list[
     ]  # fmt: skip
     statements += trace_statements(run_id, point, requests)  # a trace replay's own rows (trace.sql), same transaction
     statements += burst_statements(run_id, point)  # a burst's own row (burst.sql), same transaction
+    statements += interference_statements(run_id, point)  # an interference point's own row (interference.sql)
     store._require_run(run_id)
     store._transaction(f"load point {point['point']} of run {run_id}", statements)
 

@@ -56,7 +56,7 @@ _CHILD_TABLES = ("requests", "histograms", "histogram_percentiles", "cell_host_s
 # Every table that holds a run's rows (keyed by run_id), runs last: every store has them all (connect.SCHEMA_FILES),
 # so deleting, exporting or importing a run takes its search and GPU samples too.
 RUN_TABLES = ("prefill", "prefill_samples", "prefill_interval_rows", "cells", *_CHILD_TABLES, "slo_limits", "run_costs", "points", "point_requests", "workload_passes",
-              "workload_requests", "task_requests", "trace_points", "trace_requests", "bursts", "slo_searches", "slo_search_probes", "gpu_samples",
+              "workload_requests", "task_requests", "trace_points", "trace_requests", "bursts", "interference_points", "slo_searches", "slo_search_probes", "gpu_samples",
               "engine_samples", "gpu_series", "telemetry_costs", "run_settings", "runs")
 
 

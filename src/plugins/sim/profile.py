@@ -133,6 +133,10 @@ class SimProfile(Strict):
                                                           "row's slope beyond it; replaces prefill_tps and prefill_attn_ms")  # fmt: skip
     prefill_attn_ms: float = Field(0.0, ge=0, description="ms per million causal-attention token pairs a prefill computes "
                                    "(new x cached + new x (new+1)/2): what makes long prompts slower per token")  # fmt: skip
+    # Chunked prefill (docs/sim.md, "Chunked prefill"): None keeps prefill serial beside decoding (it never slows a step).
+    max_num_batched_tokens: int | None = Field(None, gt=0, description="vLLM's token budget per step: prefills run inside "
+                                               "the decode steps, in chunks of what the running decoders leave of it, and "
+                                               "each such step takes its chunks' prefill time on top of step_ms")  # fmt: skip
     # Intake (the API server in front of the engine): each request needs frontend_ms(prompt, n) of it before
     # it reaches the scheduler, where n is the number of requests in the server, itself included. The work
     # is shared (processor sharing): while n changes, a request's progress rate changes with it. 0: none.
@@ -211,6 +215,9 @@ class SimProfile(Strict):
             raise ValueError("natural_tokens: a positive token count or [lo, hi] with 1 <= lo <= hi")
         if self.kv_tokens % self.block_size:
             raise ValueError(f"kv_tokens ({self.kv_tokens}) must be a multiple of block_size ({self.block_size})")
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < self.max_num_seqs:
+            # vLLM's own check: every running sequence must fit one step's budget
+            raise ValueError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least max_num_seqs ({self.max_num_seqs})")
         if self.kv_tokens < self.max_model_len:
             raise ValueError("kv_tokens must hold at least one max_model_len request (vLLM refuses to start otherwise)")
         if self.step_table is not None:
@@ -248,6 +255,15 @@ class SimProfile(Strict):
         if self.prefill_cached_tps:
             ms += 1000.0 * cached_tokens / self.prefill_cached_tps
         return ms
+
+    def prefill_chunk_ms(self, done: int, n: int, cached_tokens: int) -> float:
+        """Modelled time of one chunk: ``n`` new tokens after ``done`` already computed, of a prompt whose first
+        ``cached_tokens`` the prefix cache held. The marginal cost of those tokens in ``prefill_ms`` plus
+        ``prefill_base_ms`` per chunk (the first chunk also walks the cached part): one chunk of the whole prompt
+        takes ``prefill_ms`` exactly; k chunks take it plus (k - 1) x ``prefill_base_ms``."""
+        c = cached_tokens
+        marginal = self.prefill_ms(c + done + n, c) - self.prefill_ms(c + done, c)
+        return marginal + (self.prefill_ms(c, c) if done == 0 else self.prefill_base_ms)
 
     @property
     def num_gpu_blocks(self) -> int:
@@ -343,6 +359,8 @@ class SimArgs(Strict):
     num_gpu_blocks_override: int | None = Field(None, gt=0, description="KV blocks: kv_tokens = this x block_size")
     speculative_config: dict[str, Any] | None = Field(None, description="{num_speculative_tokens = K}: draft tokens per "
                                                       "step (profile spec_tokens; acceptance stays the profile's)")  # fmt: skip
+    max_num_batched_tokens: int | None = Field(None, gt=0, description="the step's token budget: chunked prefill inside "
+                                               "the decode steps (profile max_num_batched_tokens; docs/sim.md)")  # fmt: skip
 
     @model_validator(mode="after")
     def _check(self) -> SimArgs:
@@ -364,6 +382,8 @@ def with_engine_args(profile: SimProfile, args: SimArgs, check: bool = True) -> 
     if args.block_size is not None or args.num_gpu_blocks_override is not None:
         blocks = args.num_gpu_blocks_override or profile.kv_tokens // block  # vLLM's memory stays: fewer, larger blocks
         update.update(block_size=block, kv_tokens=blocks * block)
+    if args.max_num_batched_tokens is not None:
+        update["max_num_batched_tokens"] = args.max_num_batched_tokens
     if args.speculative_config is not None:
         update["spec_tokens"] = args.speculative_config["num_speculative_tokens"]
     if not update:

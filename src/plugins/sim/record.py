@@ -32,7 +32,7 @@ def window_record(sched: Scheduler, start: float, end: float) -> dict[str, Any]:
     steps = 0
     tokens = 0
     covered = 0.0
-    for t0, dur, _planned, batch, n, _lag in sched.steps:
+    for t0, dur, _planned, batch, n, _lag, _prefilled in sched.steps:
         t1 = t0 + dur
         overlap = min(t1, end) - max(t0, start)
         if overlap > 0:

@@ -5,8 +5,10 @@ processor sharing, slower the more requests the server holds) -> ``waiting`` (FI
 fits and a sequence slot is free) ->
 ``prefill_queued`` -> ``prefilling`` (serial, one at a time, at ``prefill_tps`` for the part the
 prefix cache doesn't hold) -> ``joining`` (joins the batch at the next step boundary) -> ``running``
-(every step emits 1 + accepted draft tokens) -> ``done``. Prefill runs beside decoding, as chunked
-prefill lets a real engine do; the first token comes out of the first decode step after prefill.
+(every step emits 1 + accepted draft tokens) -> ``done``. Prefill runs beside decoding and never slows a step;
+the first token comes out of the first decode step after prefill. With ``max_num_batched_tokens`` set, prefill
+runs inside the steps instead, in chunks of the step's token budget (sim/chunked.py): a prompt goes
+``prefill_queued`` -> ``prefilling`` (a chunk per step) -> ``running``, its first token at its last chunk's step end.
 
 Steps run on an absolute clock (``deadline += duration``) so sleep overshoot doesn't accumulate;
 the truth record keeps the actual times, and how late each step ended (``lag_s``), so a test can see
@@ -22,6 +24,7 @@ import time
 from collections import OrderedDict, deque
 from typing import Any
 
+from infermatrix.plugins.sim.chunked import finish_chunks, plan_chunks
 from infermatrix.plugins.sim.profile import SimProfile
 from infermatrix.plugins.sim.seq import Seq
 from infermatrix.plugins.sim.tasks import natural_limit, plan_answer
@@ -53,7 +56,9 @@ class Scheduler:
         self.lru: OrderedDict[int, None] = OrderedDict()  # the prefix cache
         self.records: deque[Seq] = deque(maxlen=profile.truth_max_requests)
         self.live: dict[Seq, None] = {}  # not done yet, in arrival order (records may have dropped them)
-        self.steps: deque[tuple[float, float, float, int, int, float]] = deque(maxlen=profile.truth_max_steps)
+        # (start, duration, planned, batch, tokens emitted, lag, prefill tokens computed in it: chunked prefill only)
+        self.steps: deque[tuple[float, float, float, int, int, float, int]] = deque(maxlen=profile.truth_max_steps)
+        self.chunked = profile.max_num_batched_tokens is not None  # prefill inside the steps (sim/chunked.py)
         self.counters = dict.fromkeys(
             ("prompt_tokens", "generation_tokens", "cache_queries", "cache_hits", "requests", "finished_stop",
              "finished_length", "aborted", "steps", "resyncs", "preemptions", "spec_drafts", "spec_draft_tokens",
@@ -71,7 +76,9 @@ class Scheduler:
 
     # --- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._decode_loop()), asyncio.create_task(self._prefill_loop())]
+        self._tasks = [asyncio.create_task(self._decode_loop())]
+        if not self.chunked:  # chunked: the step loop runs the prefills
+            self._tasks.append(asyncio.create_task(self._prefill_loop()))
         if self.p.has_frontend:
             self._tasks.append(asyncio.create_task(self._intake_loop()))
 
@@ -124,7 +131,7 @@ class Scheduler:
             del self.intake[seq]
         elif state == "waiting":
             self.waiting.remove(seq)
-        elif state == "prefill_queued":
+        elif state == "prefill_queued" or state == "prefilling" and self.chunked:
             self.prefill_q.remove(seq)
         elif state == "joining":
             self.joining.remove(seq)
@@ -177,6 +184,8 @@ class Scheduler:
             seq.state = "prefill_queued"
             self.prefill_q.append(seq)
             self._prefill_wake.set()
+            if self.chunked:
+                self._decode_wake.set()
 
     def _plan(self, seq: Seq) -> None:
         """Decide, at admission, how the sequence will end and whether it loops (all from its seed)."""
@@ -349,7 +358,7 @@ class Scheduler:
                     seq.state = "running"
                 self.running.extend(self.joining)
                 self.joining.clear()
-            if not self.running:
+            if not self.running and not (self.chunked and self.prefill_q):
                 self._decode_wake.clear()
                 await self._decode_wake.wait()
                 deadline = None  # idle: the next step starts when work arrives
@@ -361,7 +370,9 @@ class Scheduler:
                 deadline = last_end = now
             batch = len(self.running)
             context = sum(s.prompt_tokens + s.generated for s in self.running)
-            planned = p.step_ms(batch, context) / 1000.0
+            chunks = plan_chunks(self, last_end) if self.chunked else []
+            planned = (p.step_ms(batch, context) if batch else 0.0) + sum(ms for _, _, ms in chunks)
+            planned /= 1000.0
             if self._jitter_s:
                 planned *= math.exp(self._jitter_rng.gauss(-self._jitter_s**2 / 2, self._jitter_s))
             # Back-to-back steps tile the timeline: this one began when the last one ended (its emission
@@ -372,13 +383,14 @@ class Scheduler:
             if delay > 0:
                 await asyncio.sleep(delay)
             t_end = last_end = time.monotonic()
+            prefilled = finish_chunks(self, chunks, t_end) if chunks else 0
             tokens = self._emit(t_end)
             self._preempt_under_pressure()
             lag = t_end - deadline
             if lag > self.max_lag_s:
                 self.max_lag_s = lag
             self.counters["steps"] += 1
-            self.steps.append((t_start, t_end - t_start, planned, batch, tokens, lag))
+            self.steps.append((t_start, t_end - t_start, planned, batch, tokens, lag, prefilled))
 
     def _emit(self, t: float) -> int:
         """End of a step: every running sequence gets 1 + its accepted drafts (its first step: 1)."""
@@ -443,8 +455,8 @@ class Scheduler:
         ``blocks``, each request's prompt block hashes too (``GET /debug/truth?blocks=1``)."""
         reqs = [s.truth(blocks) for s in self.records if since is None or s.finished is None or s.finished >= since]
         steps = [
-            {"t_start": a, "duration_s": d, "planned_s": pl, "batch_size": b, "tokens": n, "lag_s": lag}
-            for a, d, pl, b, n, lag in self.steps
+            {"t_start": a, "duration_s": d, "planned_s": pl, "batch_size": b, "tokens": n, "lag_s": lag, "prefill_tokens": pf}
+            for a, d, pl, b, n, lag, pf in self.steps
             if since is None or a >= since
         ]
         return {

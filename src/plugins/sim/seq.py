@@ -21,6 +21,7 @@ class Seq:
         "loop_marker", "reasoning", "state", "arrived", "received", "accepted", "admitted", "prefill_start", "prefill_end", "joined",
         "first_token", "finished", "finish_reason", "aborted", "cached_tokens", "generated", "limit",
         "limit_reason", "looped", "loop_after", "rng", "text", "emissions", "out", "waiter", "kv_own", "task",
+        "prefill_done",
     )  # fmt: skip
 
     def __init__(self, id: str, api: str, prompt_tokens: int, blocks: tuple[int, ...], max_tokens: int, *,
@@ -51,6 +52,7 @@ class Seq:
         self.finish_reason: str | None = None
         self.aborted = False
         self.cached_tokens = 0
+        self.prefill_done = 0  # chunked prefill: new tokens computed so far (sim/chunked.py)
         self.generated = 0
         self.limit = max_tokens
         self.limit_reason = "length"

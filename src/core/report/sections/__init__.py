@@ -9,6 +9,7 @@ from infermatrix.core.report.data import ReportData
 from infermatrix.core.report.model import Section
 from infermatrix.core.report.sections.answer import answer_section
 from infermatrix.core.report.sections.burst import burst_section
+from infermatrix.core.report.sections.interference import interference_section
 from infermatrix.core.report.sections.charts import charts_section
 from infermatrix.core.report.sections.decode import decode_section
 from infermatrix.core.report.sections.measurements import measurements_section, nothing_section
@@ -25,12 +26,13 @@ __all__ = ["report_sections", "slo_sections"]
 
 def report_sections(d: ReportData, charts: bool = False) -> list[Section]:
     """The run's sections after its header: prefill, the decode matrix, (charts), the SLO sections, the engine and GPU
-    telemetry, all measurements, time to first answer token (reasoning runs), open-loop points, bursts, trace replay,
+    telemetry, all measurements, time to first answer token (reasoning runs), open-loop points, bursts, interference points, trace replay,
     the workload pass, judged tasks; or a notice that nothing was measured. Those a run lacks are left out."""
     labels = {d.run_id: f"{d.run_id} ({d.run.get('engine') or '?'})"} if charts else None
     found = [
         prefill_section(d), decode_section(d), charts_section(d) if charts else None, *slo_sections(d.slo, labels=labels),
         telemetry_section(d, charts), measurements_section(d), answer_section(d), openloop_section(d, charts), burst_section(d),
+        interference_section(d),
         trace_section(d), workload_section(d), tasks_section(d),
         nothing_section(d),
     ]  # fmt: skip

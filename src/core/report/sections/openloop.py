@@ -20,8 +20,8 @@ POINT_CAPTION = ("requests arriving at a rate (≤N: in-flight cap); Sent/s = re
 
 
 def rate_points(d: ReportData) -> list[dict[str, Any]]:
-    """The open-loop points of the run that are not trace replays or bursts (their own sections), in point order."""
-    return [p for p in d.points if p["arrival"] not in ("trace", "burst")]
+    """The open-loop points of the run that are not trace replays, bursts or interference points (their own sections), in point order."""
+    return [p for p in d.points if p["arrival"] not in ("trace", "burst", "mixed")]
 
 
 def point_cells(p: dict[str, Any]) -> list[str]:
