@@ -11,10 +11,8 @@ from typing import Any
 from infermatrix.core.store.store import Bulk, Store
 from infermatrix.core.store.errors import StoreError
 from infermatrix.core.store.trace_store import trace_statements
-from infermatrix.core.store.burst_store import burst_statements
-from infermatrix.core.store.interference_store import interference_statements
 
-__all__ = ["POINT_STATUSES", "POINT_COLUMNS", "POINT_REQUEST_COLUMNS", "save_point", "done_points"]
+__all__ = ["POINT_STATUSES", "POINT_COLUMNS", "POINT_REQUEST_COLUMNS", "BURST_COLUMNS", "INTERFERENCE_COLUMNS", "save_point", "kind_row_statements", "done_points"]
 
 POINT_STATUSES = ("valid", "client_bound", "error", "over_capacity", "interrupted")  # over_capacity: an interference point that cannot fit
 POINT_COLUMNS = (
@@ -27,6 +25,17 @@ POINT_COLUMNS = (
 POINT_REQUEST_COLUMNS = (
     "run_id", "point", "request_no", "request_id", "scheduled", "sent", "first_token", "ended", "lag_ms", "queue_ms",
     "ttft_ms", "ttft_sent_ms", "e2e_ms", "e2e_sent_ms", "prompt_tokens", "output_tokens", "outcome", "error", "ttfo_ms", "reasoning",
+)  # fmt: skip
+
+# The rows of one kind of point beside its points row: a burst's (burst.sql), an interference point's (interference.sql).
+BURST_COLUMNS = (
+    "run_id", "point", "requests", "concurrency", "natural_stop", "first_sent", "last_end", "duration_s", "tail_start", "tail_s",
+    "steady_request_rate", "steady_output_tps", "ttfo_p50_ms", "ttfo_p99_ms",
+)  # fmt: skip
+INTERFERENCE_COLUMNS = (
+    "run_id", "point", "decode_streams", "decode_context", "prefills", "prefill_rate", "warmup_s", "window_s", "window_start",
+    "window_end", "tbt_alone_ms", "tbt_alone_p99_ms", "alone_gaps", "tbt_during_ms", "tbt_p99_during_ms", "stall_max_ms",
+    "during_gaps", "prefill_ttft_ms", "prefill_ttft_max_ms", "prefill_ttft_alone_ms",
 )  # fmt: skip
 
 
@@ -44,10 +53,21 @@ def save_point(store: Store, run_id: str, point: dict[str, Any], requests: list[
         (Bulk, ("point_requests", POINT_REQUEST_COLUMNS, reqs)),
     ]  # fmt: skip
     statements += trace_statements(run_id, point, requests)  # a trace replay's own rows (trace.sql), same transaction
-    statements += burst_statements(run_id, point)  # a burst's own row (burst.sql), same transaction
-    statements += interference_statements(run_id, point)  # an interference point's own row (interference.sql)
+    statements += kind_row_statements("bursts", BURST_COLUMNS, run_id, point, point.get("burst"))  # burst.sql
+    statements += kind_row_statements("interference_points", INTERFERENCE_COLUMNS, run_id, point, point.get("mixed"))  # interference.sql
     store._require_run(run_id)
     store._transaction(f"load point {point['point']} of run {run_id}", statements)
+
+
+def kind_row_statements(table: str, columns: tuple[str, ...], run_id: str, point: dict[str, Any], row: dict[str, Any] | None) -> list[tuple[Any, Any]]:
+    """Replace the point's row in a table of one kind of point (a burst's, an interference point's), in the transaction
+    of its ``points`` row: a delete always (a point re-run as another kind leaves none), an insert when ``row`` holds one."""
+    key = [run_id, point["point"]]
+    out: list[tuple[Any, Any]] = [(f"DELETE FROM {table} WHERE run_id = ? AND point = ?", key)]
+    if row:
+        full = {**row, "run_id": run_id, "point": point["point"]}
+        out.append((f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})", [full.get(c) for c in columns]))
+    return out
 
 
 def done_points(store: Store, run_id: str, retry_errors: bool = False) -> set[int]:

@@ -9,8 +9,9 @@ from typing import Any
 from infermatrix.core.contexts import format_context
 from infermatrix.core.report.compare_data import INTERFERENCE_METRICS, Comparison
 from infermatrix.core.report.data import ReportData
-from infermatrix.core.report.fmt import fmt_ms_plain, fmt_ratio
+from infermatrix.core.report.fmt import fmt_ms_plain
 from infermatrix.core.report.model import Block, Note, Section, Table
+from infermatrix.core.report.sections.alike_table import alike_table
 
 __all__ = ["interference_section", "interference_compare_section", "INTERFERENCE_TITLE", "INTERFERENCE_HEADERS"]
 
@@ -21,7 +22,6 @@ _CAPTION = ("STREAMS@DECODE_CTX + PREFILLS×PREFILL_CTX; ms. TBT: the decoders' 
             "such gap; prefill TTFT: the prompts' median with the decodes running, alone: the same context with nothing "
             "else; gaps: alone/during; more: the interference view")  # fmt: skip
 _TITLES = {"tbt_during_ms": "TBT during", "stall_max_ms": "Stall max", "prefill_ttft_ms": "Prefill TTFT", "tbt_alone_ms": "TBT alone"}
-_WORDS = {"better": "better", "worse": "worse", "same": "same", None: ""}
 
 
 def _point(r: dict[str, Any]) -> str:
@@ -61,16 +61,7 @@ def interference_compare_section(cmp: Comparison) -> Section | None:
     if not cmp.interference:
         return None
     a = cmp.letters[cmp.baseline]
-    header = ["Point", "Run"]
-    for col, _ in INTERFERENCE_METRICS:
-        header += [f"{_TITLES[col]} {a}", f"{_TITLES[col]} other", "other/A"]
-    rows = []
-    for p in cmp.interference:
-        row = [_point(p.a), cmp.letters[p.run_b]]
-        for col, _ in INTERFERENCE_METRICS:
-            ratio, word = p.ratios[col]
-            row += [fmt_ms_plain(p.a.get(col)), fmt_ms_plain(p.b.get(col)), f"{fmt_ratio(ratio)} {_WORDS[word]}".strip()]
-        rows.append(row)
+    header, rows = alike_table(cmp, cmp.interference, "Point", _point, INTERFERENCE_METRICS, _TITLES, lambda _col, v: fmt_ms_plain(v))
     caption = (f"interference points valid in {a} and another run, sent alike; ms; other/{a} by the fixed rule (within 2 %: "
                "same; lower is better), a point being one measurement without an interval")  # fmt: skip
     return Section("interference", INTERFERENCE_TITLE, [Table(header, rows, "ll" + "r" * (len(header) - 2), caption=caption, name="interference")])
