@@ -173,8 +173,9 @@ class Tuner:
         return min((r for r in final if r is top or tied(r, top, self.objective)), key=lambda r: r.point)
 
     def _neighbours(self, results: list[Result], best: Point, i: int) -> tuple[float | None, float | None]:
-        """The nearest probed values of axis ``i`` below and above the best's, the other axes held at the best's."""
-        along = {r.point[i] for r in results if all(r.point[j] == best[j] for j in range(len(best)) if j != i)}
+        """The nearest values of axis ``i`` probed (with any values of the other axes) below and above the best's:
+        the gaps a coordinate search narrows."""
+        along = {r.point[i] for r in results}
         below = [x for x in along if x < best[i]]
         above = [x for x in along if x > best[i]]
         return (max(below) if below else None), (min(above) if above else None)
