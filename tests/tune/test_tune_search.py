@@ -55,10 +55,19 @@ def test_on_a_plateau_the_answer_is_its_edge_within_the_resolution(lo, hi, loads
 def test_an_interior_peak_is_found_within_the_resolution_and_the_noise(opt):
     """A unimodal goodput on the log scale, values exact, judged by the fixed 2 % rule: the answer lies within the
     resolution (25 %) and the 2 % noise band (|ln x − ln opt| < 0.142) of the peak."""
+    def value(p):
+        return 1000 * math.exp(-((math.log(p[0]) - math.log(opt)) ** 2))
+
     tuner = Tuner([parse_over("k=8.0..512.0")], "goodput", 16, RES)
-    results = drive(tuner, lambda p: 1000 * math.exp(-((math.log(p[0]) - math.log(opt)) ** 2)))
-    best = tuner.answer(results).best
+    results = drive(tuner, value)
+    answer = tuner.answer(results)
+    best = answer.best
     assert best is not None and abs(math.log(best.point[0] / opt)) <= math.log(1.25) + 0.142 + 1e-9, (best, results)
+    assert answer.reason == "resolution reached (25%)", answer  # it stops there, not at the budget
+    below, above = answer.bracket[0]
+    assert below is None or best.point[0] <= 1.25 * below, answer
+    # the gap above is narrowed too, unless the setting above is within noise of the best (then the smaller is preferred)
+    assert above is None or above <= 1.25 * best.point[0] or abs(value((above,)) / best.value - 1) <= 0.02, answer
 
 
 def test_halving_probes_every_grid_point_short_then_the_better_half_longer():
@@ -149,3 +158,14 @@ def test_grid_points_and_middles():
 def test_bad_ranges(text, message):
     with pytest.raises(ConfigError, match=message):
         parse_over(text)
+
+
+def test_refinement_stops_at_the_resolution_not_later():
+    """The best at the range's low end (goodput falling with the setting): the gap above is bisected until it is
+    within 25 %, and no further — the last bisection left it wider than √1.25 (halving the log-gap from over 1.25)."""
+    tuner = Tuner([parse_over("k=8.0..512.0")], "goodput", 16, RES)
+    results = drive(tuner, lambda p: 8000 / p[0])
+    answer = tuner.answer(results)
+    assert answer.best.point == (8.0,) and answer.reason == "resolution reached (25%)", answer
+    _, above = answer.bracket[0]
+    assert math.sqrt(1.25) < above / 8.0 <= 1.25, answer
