@@ -226,10 +226,10 @@ def run_tune(pm: pluggy.PluginManager, plan: TunePlan, store: Store, sweep_id: s
             entry = queue.pop(0)
             probe = _probe_of(plan, entry.setting)
         else:
-            probe = plan.tuner.next_probe(results)
-            if probe is None:
+            nxt = plan.tuner.next_probe(results)
+            if nxt is None:
                 return results, False
-            setting = plan.setting(probe)
+            probe, setting = nxt, plan.setting(nxt)
             cfg = combination_config(pm, plan.source, plan.base, [], setting, flag="--over")
             entry = name_runs(store, [(plan.source, cfg, {key: value_text(v) for key, v in setting.items()})])[0]
             entry.sweep_id = sweep_id
