@@ -71,12 +71,17 @@ def _go(pm, store, plan, sweep_id: str, results=None, unfinished=None) -> None:
 
     from infermatrix.core.run.tune import run_tune
 
+    from infermatrix.core.config import ConfigError
+
     err = err_console()
-    interrupted = False
+    interrupted = refused = False
     try:
         results, interrupted = run_tune(pm, plan, store, sweep_id, err, results, unfinished)
     except KeyboardInterrupt:
-        interrupted, results = True, results or []
+        interrupted = True
+    except ConfigError as exc:  # a value inside the range the config model refuses (both ends were accepted)
+        err.print(f"[bold red]error:[/] the tune stopped: {exc}", highlight=False, soft_wrap=True)
+        refused = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the answer is printed whatever happens now
     from infermatrix.core.run.tune import stored_results
 
@@ -87,7 +92,7 @@ def _go(pm, store, plan, sweep_id: str, results=None, unfinished=None) -> None:
     store.close()
     if interrupted:
         sys.exit(EXIT_INTERRUPTED)
-    if answer.best is None:
+    if answer.best is None or refused:
         sys.exit(EXIT_FAILED)
 
 

@@ -45,3 +45,12 @@ def test_a_config_with_a_sweep_grid_is_refused(tmp_path):
     result = CliRunner().invoke(cli, ["tune", str(cfg), "--over", "engine.args.max_num_seqs=1..4", "--slo", "ttft_p99_ms=200",
                                       "--db", str(tmp_path / "t.duckdb")])  # fmt: skip
     assert result.exit_code == 2 and "has a [sweep] table" in result.output, result.output
+
+
+def test_an_integer_setting_is_searched_over_integers_however_its_ends_are_written(tmp_path):
+    from infermatrix.core.plugins import get_plugin_manager
+    from infermatrix.core.run.tune import TuneRequest, plan_tune
+
+    cfg = sim_config(tmp_path / "a.toml", "a", [1])
+    plan = plan_tune(get_plugin_manager(), TuneRequest(str(cfg), ["engine.args.max_num_seqs=1..64.0"], "ttft_p99_ms=200"))
+    assert plan.tuner.axes[0].integer and all(isinstance(p[0], int) for p in plan.tuner.grid)

@@ -97,7 +97,9 @@ def _axes(pm: pluggy.PluginManager, source: str, base: dict[str, Any], over: lis
                 raise ConfigError(f"--over {a.key}: not a numeric setting (the config holds {value_text(got)!s} there): "
                                   "the tuner searches numbers; use `infermatrix sweep --grid` for others")  # fmt: skip
     assert cfg is not None
-    return axes, cfg
+    # a key the model holds as an integer is searched over integers, however its ends were written (1..64.0)
+    ints = {a.key for a in axes if isinstance(_numeric_at(cfg, a.key), int)}
+    return [Axis(a.key, a.lo, a.hi, a.integer or a.key in ints) for a in axes], cfg
 
 
 def plan_tune(pm: pluggy.PluginManager, req: TuneRequest) -> TunePlan:
