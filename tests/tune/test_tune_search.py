@@ -80,8 +80,10 @@ def test_halving_probes_every_grid_point_short_then_the_better_half_longer():
     rung2 = [r.point for r in results if r.rung == 2]
     assert rung0 == [(1,), (4,), (16,), (64,)] and results[:4] == [r for r in results if r.rung == 0]
     assert rung1 == [(16,), (64,)]  # the better half; of 16 and 64, tied, both go on
-    assert rung2[0] == (16,)  # the survivor, ties going to the smaller setting, then refinement at the full window
-    assert rung2[1:] == [(8,), (6,), (5,)]  # geometric middles between the best and its lower neighbour
+    # the survivor, ties to the smaller setting — and 64, tied with it: a rung that told them apart at the cut
+    # would have dropped it — then refinement at the full window
+    assert rung2[:2] == [(16,), (64,)]
+    assert rung2[2:] == [(8,), (6,), (5,)]  # geometric middles between the best and its lower neighbour
 
 
 def test_the_search_is_a_function_of_its_results_so_a_resumed_tune_goes_on_the_same_way():
@@ -169,3 +171,16 @@ def test_refinement_stops_at_the_resolution_not_later():
     assert answer.best.point == (8.0,) and answer.reason == "resolution reached (25%)", answer
     _, above = answer.bracket[0]
     assert math.sqrt(1.25) < above / 8.0 <= 1.25, answer
+
+
+def test_a_tie_at_the_cut_is_no_decision():
+    """A window too short to measure anything (every short probe 0, as when each cell is judged invalid): halving
+    does not drop settings on a tie; the longer window decides, and the answer is the plateau's edge still."""
+    tuner = Tuner([parse_over("k=1..64")], "capacity", 16, RES)
+    results: list[Result] = []
+    while (probe := tuner.next_probe(results)) is not None:
+        v = 0.0 if probe.rung == 0 else plateau((1, 3, 6))(probe.point)
+        results.append(Result(probe.point, probe.rung, v))
+    assert [r.point for r in results if r.rung == 1] == [(1,), (4,), (16,), (64,)]  # all four go on
+    assert [r.point for r in results if r.rung == 2][:2] == [(16,), (64,)]
+    assert tuner.answer(results).best.point == (6,)

@@ -10,8 +10,9 @@ The method, in three phases:
 1. **A log-spaced grid** over each ``--over`` range (both ends included; the Cartesian product of the axes), as many
    points per axis as fit two thirds of the budget once halving is counted;
 2. **successive halving**: every grid point is probed with a short window; the better half (ranked by the objective,
-   ties to the smaller setting) is probed again with a window twice as long, and so on until one survivor has been
-   measured with the config's own window (``matrix.duration_s``): rung ``r`` of ``R`` has ``2^(r-R+1)`` of it;
+   ties to the smaller setting; where every kept one is within noise of the best, those within noise of them go on
+   too: the rung told nothing apart at the cut) is probed again with a window twice as long, and so on up to the
+   config's own window (``matrix.duration_s``): rung ``r`` of ``R`` has ``2^(r-R+1)`` of it;
 3. **refinement** at the full window, one axis after another: the gap between the best setting and its nearest
    probed neighbour on each side is bisected (geometric middle) until each gap is within the resolution
    (``hi <= (1 + resolution) x lo``), an integer axis has no value left between, or the budget is spent. The side
@@ -161,7 +162,12 @@ class Tuner:
             if missing is not None:
                 return Probe(missing, rung)
             ranked = sorted(survivors, key=lambda p: _rank_key(done.get((p, rung)), p))
-            survivors = ranked[: math.ceil(len(survivors) / ETA)]
+            keep = math.ceil(len(survivors) / ETA)
+            top, cut = done[(ranked[0], rung)], done[(ranked[keep - 1], rung)]
+            # a rung whose kept half is all within noise of its best told nothing apart at the cut (a window too short
+            # to measure, every cell invalid): the settings tied with the cut go on too
+            undecided = cut.value is not None and tied(cut, top, self.objective)
+            survivors = ranked[:keep] + [p for p in ranked[keep:] if undecided and tied(done[(p, rung)], cut, self.objective)]
         return None
 
     def best(self, results: list[Result]) -> Result | None:
