@@ -246,7 +246,18 @@ def run_tune(pm: pluggy.PluginManager, plan: TunePlan, store: Store, sweep_id: s
             console.print(f"warning: SLO not stored with run {entry.run_id}: {exc}", highlight=False)
         results.append(_read_result(store, plan, sweep_id, entry.run_id, probe))
         done_s.append(time.monotonic() - t0)
-        got = results[-1].value
-        shown = "failed" if got is None else f"{got:,.1f}" + (" streams" if plan.tuner.objective == "capacity" else " tok/s/GPU")
-        console.print(f"  → {plan.tuner.objective} at {format_context(plan.context_tokens)}: {shown}"
-                      + (f" ({entry.error.splitlines()[0][:200]})" if got is None and entry.error else ""), highlight=False, soft_wrap=True)  # fmt: skip
+        console.print(_outcome_line(store, plan, entry, results[-1].value), highlight=False, soft_wrap=True)
+
+
+def _outcome_line(store: Store, plan: TunePlan, entry: SweepEntry, got: float | None) -> str:
+    """``  → capacity at 1K: 6 streams``; for a probe that failed, its error's first line; for one where no cell met
+    the SLO, its cells by status (a window too short to measure shows as cells that are not valid)."""
+    head = f"  → {plan.tuner.objective} at {format_context(plan.context_tokens)}: "
+    if got is None:
+        return head + "failed" + (f" ({entry.error.splitlines()[0][:200]})" if entry.error else "")
+    unit = " streams" if plan.tuner.objective == "capacity" else " tok/s/GPU"
+    if got > 0:
+        return head + f"{got:,.1f}{unit}"
+    _, rows = store.query("SELECT status, count(*) FROM decode_matrix WHERE run_id = ? AND context_tokens = ? GROUP BY status "
+                          "ORDER BY count(*) DESC, status", [entry.run_id, plan.context_tokens])  # fmt: skip
+    return head + f"0{unit} (no cell met the SLO; cells: {', '.join(f'{n} {st}' for st, n in rows) or 'none'})"
