@@ -257,7 +257,7 @@ def _outcome_line(store: Store, plan: TunePlan, entry: SweepEntry, got: float | 
         return head + "failed" + (f" ({entry.error.splitlines()[0][:200]})" if entry.error else "")
     unit = " streams" if plan.tuner.objective == "capacity" else " tok/s/GPU"
     if got > 0:
-        return head + f"{got:,.1f}{unit}"
+        return head + (f"{got:,.0f}" if plan.tuner.objective == "capacity" else f"{got:,.1f}") + unit
     _, rows = store.query("SELECT status, count(*) FROM decode_matrix WHERE run_id = ? AND context_tokens = ? GROUP BY status "
                           "ORDER BY count(*) DESC, status", [entry.run_id, plan.context_tokens])  # fmt: skip
     return head + f"0{unit} (no cell met the SLO; cells: {', '.join(f'{n} {st}' for st, n in rows) or 'none'})"
