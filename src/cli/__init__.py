@@ -24,9 +24,9 @@ def cli() -> None:
 
 
 def _add_builtin_commands() -> None:
-    from infermatrix.cli import import_cmds, misc_cmds, results_cmds, run_cmd, search_cmd, sweep_cmd
+    from infermatrix.cli import import_cmds, misc_cmds, results_cmds, run_cmd, search_cmd, sweep_cmd, tune_cmd
 
-    for module in (run_cmd, search_cmd, sweep_cmd, results_cmds, import_cmds, misc_cmds):
+    for module in (run_cmd, search_cmd, sweep_cmd, tune_cmd, results_cmds, import_cmds, misc_cmds):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -136,6 +136,16 @@ def resume_sweep(pm, store, found: tuple[str, str], overrides: list[str], retry_
     from infermatrix.core.store.sweep_store import sweep_members
 
     sweep_id, name = found
+    from infermatrix.core.store.sweep_store import sweep_spec
+
+    spec = sweep_spec(store, sweep_id)
+    if "tune" in spec:  # a tune: finish its interrupted probe, then continue the search (docs/tuning.md, "The tuner")
+        from infermatrix.cli.tune_cmd import resume_tune
+
+        if overrides or retry_errors:
+            store.close()
+            fail(f"resume {sweep_id}: a tune resumes with its stored config (--set and --retry-errors are not taken)")
+        return resume_tune(pm, store, found, spec["tune"])
     entries = []
     try:
         for m in sweep_members(store, sweep_id):

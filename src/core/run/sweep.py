@@ -26,7 +26,7 @@ from infermatrix.core.config import ConfigError, RunConfig
 from infermatrix.core.store import Store, StoreError
 from infermatrix.core.store.runs import new_run_id
 
-__all__ = ["SweepEntry", "name_runs", "record_sweep", "progress_line", "run_local_sweep", "record_lost_run", "save_config_slo", "shown_path", "summary_table", "sweep_exit_code"]
+__all__ = ["SweepEntry", "name_runs", "record_sweep", "progress_line", "run_local_sweep", "run_entry", "record_lost_run", "save_config_slo", "shown_path", "summary_table", "sweep_exit_code"]
 
 # Sweep-level statuses beyond a run's own (completed | interrupted | failed):
 LOST = "lost"  # its Ray node (or worker process) died while it ran; recorded for resume
@@ -97,37 +97,41 @@ def run_local_sweep(pm: pluggy.PluginManager, entries: list[SweepEntry], store: 
     """Run the configs one after another into ``store``. A run that fails does not stop the sweep; Ctrl-C
     (or SIGTERM) does: the run in progress stops the way `infermatrix run` stops (partial cell saved,
     engine shut down), finished runs are kept, and the rest are left ``not started``."""
-    from infermatrix.core.run.runner import execute_run
-
     started, done_s = time.monotonic(), list[float]()
     todo = [e for e in entries if e.status == NOT_STARTED]  # resume: the completed ones are not run again
     for n, entry in enumerate(todo, 1):
         console.print(progress_line(n, len(todo), entry, started, done_s), highlight=False, soft_wrap=True)
         t0 = time.monotonic()
-        # Between runs (and before the run's own watcher is up) SIGTERM is a Ctrl-C, as for `infermatrix run`.
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-        which = dict(run_id=entry.run_id, retry_errors=entry.retry_errors) if entry.resume else dict(new_run_id_as=entry.run_id)
-        try:
-            outcome = anyio.run(functools.partial(execute_run, pm, entry.cfg, store, console, **which))
-        except KeyboardInterrupt:
-            entry.status, entry.in_db = "interrupted", store.get_run(entry.run_id) is not None
+        if not run_entry(pm, entry, store, console):
             return
-        except (ConfigError, StoreError) as exc:
-            entry.status, entry.error = "failed", str(exc)
-        except Exception as exc:  # a bug: this run is marked failed (by the runner); the sweep goes on
-            entry.status, entry.error = "failed", f"internal error ({type(exc).__name__}: {exc})"
-        else:
-            entry.status, entry.error = outcome.status, outcome.error
-            if outcome.status == "interrupted" or outcome.hard_stop:
-                entry.status = "interrupted"
-                entry.in_db = store.get_run(entry.run_id) is not None
-                if entry.in_db:
-                    save_config_slo(store, entry)
-                return
-        entry.in_db = store.get_run(entry.run_id) is not None
-        if entry.in_db:
-            save_config_slo(store, entry)
         done_s.append(time.monotonic() - t0)
+
+
+def run_entry(pm: pluggy.PluginManager, entry: SweepEntry, store: Store, console: Console) -> bool:
+    """One combination of a sweep (or one probe of a tune), here: ``entry`` gets its status and error; False when
+    it was interrupted (Ctrl-C, SIGTERM, a hard stop) and nothing more should start."""
+    from infermatrix.core.run.runner import execute_run
+
+    # Between runs (and before the run's own watcher is up) SIGTERM is a Ctrl-C, as for `infermatrix run`.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    which = dict(run_id=entry.run_id, retry_errors=entry.retry_errors) if entry.resume else dict(new_run_id_as=entry.run_id)
+    try:
+        outcome = anyio.run(functools.partial(execute_run, pm, entry.cfg, store, console, **which))
+    except KeyboardInterrupt:
+        entry.status, entry.in_db = "interrupted", store.get_run(entry.run_id) is not None
+        return False
+    except (ConfigError, StoreError) as exc:
+        entry.status, entry.error = "failed", str(exc)
+    except Exception as exc:  # a bug: this run is marked failed (by the runner); the sweep goes on
+        entry.status, entry.error = "failed", f"internal error ({type(exc).__name__}: {exc})"
+    else:
+        entry.status, entry.error = outcome.status, outcome.error
+        if outcome.status == "interrupted" or outcome.hard_stop:
+            entry.status = "interrupted"
+    entry.in_db = store.get_run(entry.run_id) is not None
+    if entry.in_db:
+        save_config_slo(store, entry)
+    return entry.status != "interrupted"
 
 
 def save_config_slo(store: Store, entry: SweepEntry) -> None:

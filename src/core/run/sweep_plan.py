@@ -18,7 +18,7 @@ from infermatrix.core.registry import validate_config
 from infermatrix.core.run.grid import MAX_RUNS_WITHOUT_YES, Grid, combinations, grid_from_flags, grid_from_table, merge_grids, setting_text, value_text
 from infermatrix.core.run.prepare import preflight
 
-__all__ = ["Combination", "SweepRequest", "plan_sweep"]
+__all__ = ["Combination", "SweepRequest", "plan_sweep", "combination_config"]
 
 
 @dataclass
@@ -50,11 +50,14 @@ def _read(path: str, flags: Grid) -> tuple[dict[str, Any], Grid, str | None]:
     return data, merge_grids(own, flags), table.get("name") if isinstance(table, dict) else None
 
 
-def _one(pm: pluggy.PluginManager, path: str, data: dict[str, Any], overrides: list[str], setting: dict[str, Any]) -> RunConfig:
+def combination_config(pm: pluggy.PluginManager, path: str, data: dict[str, Any], overrides: list[str], setting: dict[str, Any],
+                       flag: str = "--grid") -> RunConfig:
+    """The config of one combination: ``data`` with ``--set`` and the setting applied, validated and preflighted;
+    a mistake is a ConfigError named by the combination (``flag`` names the option that gave its keys)."""
     d = apply_overrides(copy.deepcopy(data), overrides)
     label = setting_text(setting)
     for key, value in setting.items():
-        set_path(d, key, value, f"--grid {key}")
+        set_path(d, key, value, f"{flag} {key}")
     try:
         cfg = validate_config(pm, d, path)
         preflight(cfg)
@@ -78,7 +81,7 @@ def plan_sweep(pm: pluggy.PluginManager, req: SweepRequest) -> tuple[list[Combin
                           "add --yes to run them all")  # fmt: skip
     out = []
     for path, data, setting in planned:
-        cfg = _one(pm, path, data, req.overrides, setting)
+        cfg = combination_config(pm, path, data, req.overrides, setting)
         shown = {"config": Path(path).name} if len(files) > 1 else {}
         out.append(Combination(path, cfg, {**shown, **{k: value_text(v) for k, v in setting.items()}}))
     name = next((n for _, _, _, n in read if n), None)

@@ -15,7 +15,7 @@ from typing import Any
 from infermatrix.core.store.errors import StoreError
 from infermatrix.core.store.store import Store
 
-__all__ = ["SweepMember", "new_sweep_id", "save_sweep", "sweep_members", "resolve_sweep"]
+__all__ = ["SweepMember", "new_sweep_id", "save_sweep", "add_sweep_member", "sweep_spec", "sweep_members", "resolve_sweep"]
 
 
 @dataclass
@@ -39,10 +39,26 @@ def save_sweep(store: Store, sweep_id: str, name: str, spec: dict[str, Any], mem
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     statements: list[tuple[Any, Any]] = [("INSERT INTO sweeps VALUES (?, ?, ?, ?)", [sweep_id, name, now, json.dumps(spec)])]
     for m in members:
-        statements.append(("INSERT INTO sweep_members VALUES (?, ?, ?, ?, ?)", [sweep_id, m.run_id, m.k, m.source, json.dumps(m.config)]))
-        statements += [("INSERT OR REPLACE INTO run_settings VALUES (?, ?, ?, ?)", [m.run_id, key, value, pos])
-                       for pos, (key, value) in enumerate(m.setting.items())]  # fmt: skip
+        statements += _member_statements(sweep_id, m)
     store._transaction(f"sweep {sweep_id}", statements)
+
+
+def add_sweep_member(store: Store, sweep_id: str, member: SweepMember) -> None:
+    """One more combination of a stored sweep (a tune's next probe: its combinations are chosen as it goes)."""
+    store._transaction(f"sweep {sweep_id} run {member.run_id}", _member_statements(sweep_id, member))
+
+
+def sweep_spec(store: Store, sweep_id: str) -> dict[str, Any]:
+    """What the sweep was asked (``sweeps.spec``): a tune's has the key ``tune``."""
+    _, rows = store.query("SELECT spec FROM sweeps WHERE sweep_id = ?", [sweep_id])
+    raw = rows[0][0] if rows else None
+    return (json.loads(raw) if isinstance(raw, str) else raw) or {}
+
+
+def _member_statements(sweep_id: str, m: SweepMember) -> list[tuple[Any, Any]]:
+    out: list[tuple[Any, Any]] = [("INSERT INTO sweep_members VALUES (?, ?, ?, ?, ?)", [sweep_id, m.run_id, m.k, m.source, json.dumps(m.config)])]
+    return out + [("INSERT OR REPLACE INTO run_settings VALUES (?, ?, ?, ?)", [m.run_id, key, value, pos])
+                  for pos, (key, value) in enumerate(m.setting.items())]  # fmt: skip
 
 
 def sweep_members(store: Store, sweep_id: str) -> list[SweepMember]:
