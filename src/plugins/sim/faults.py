@@ -52,6 +52,7 @@ Phase = Literal["describe", "tokenize", "metrics", "prefill", "warmup", "ramp", 
 __all__ = ["RequestFault", "ExitFault", "SimFaults", "FaultState", "AuthGuard", "API_KEY_ENV", "PHASES"]
 
 API_KEY_ENV = "INFERMATRIX_SIM_API_KEY"
+SETTLE_TURNS = 10  # loop turns a /health waits for stream closes that arrived with it (AuthGuard)
 
 
 class RequestFault(Strict):
@@ -298,6 +299,11 @@ class AuthGuard:
             return
         if path == "/health" or path.startswith("/debug/"):  # the truth about the server, never faulted
             if path == "/health":
+                # The client closes the cell's streams before it asks /health; on a starved loop both arrive in one
+                # poll, and this handler could run before the closed streams' cancellation has reached their
+                # on_close (the drain). A few loop turns let that chain finish first: ordered by events, not time.
+                for _ in range(SETTLE_TURNS):
+                    await asyncio.sleep(0)
                 self.faults.phases.health_asked()  # may be "between cells" (and an exit rule fire)
             await self.app(scope, receive, send)
             return
