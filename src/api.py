@@ -180,9 +180,17 @@ class Comparison:
 
     @property
     def verdicts(self) -> list[dict[str, Any]]:
-        """One row per cell valid in both runs and metric: ratio (B / A), its 95 % interval, and same / faster / slower."""
-        return [{"context_label": c["context_label"], "concurrency": c["concurrency"], "metric": metric, **m}
-                for pair in self.data["pairs"] for c in pair["cells"] for metric, m in c["metrics"].items()]  # fmt: skip
+        """One row per cell and metric: for a cell valid in both runs the ratio (B / A), its 95 % interval and same /
+        faster / slower; for a cell valid in one run only, ``not comparable`` (no ratio) — every cell gets a verdict."""
+        from infermatrix.core.report.compare_data import METRICS
+
+        judged = [{"context_label": c["context_label"], "concurrency": c["concurrency"], "metric": metric, **m}
+                  for pair in self.data["pairs"] for c in pair["cells"] for metric, m in c["metrics"].items()]  # fmt: skip
+        metrics = [m.key for m in METRICS]
+        one_sided = [{"context_label": o["context_label"], "concurrency": o["concurrency"], "metric": metric, "value_a": None,
+                      "value_b": None, "ratio": None, "ratio_lo": None, "ratio_hi": None, "verdict": "not comparable", "method": None}
+                     for pair in self.data["pairs"] for o in pair["one_sided"] for metric in metrics]  # fmt: skip
+        return judged + one_sided
 
     def slower(self, pct: float, metrics: tuple[str, ...] = ("total_tps",)) -> list[str]:
         """The cells where B is slower than A by more than ``pct`` % with confidence: ``compare --fail-if-slower``'s

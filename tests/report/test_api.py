@@ -84,3 +84,18 @@ def test_mistakes_raise_one_line_errors(filled, tmp_path):
     with pytest.raises(api.ConfigError, match="matrix.duration_s"):
         api.run({"engine": {"kind": "sim", "profile": "tiny"}}, db=tmp_path / "x.duckdb", matrix__duration_s="soon")
     assert not (tmp_path / "x.duckdb").exists()  # refused before anything started: no database made
+
+
+def test_every_cell_gets_a_verdict_one_valid_side_is_not_comparable(tmp_path):
+    """A cell valid in one run only (the full suite made one side client_bound) is in ``verdicts`` as ``not
+    comparable`` for each metric, with no ratio: the JSON's ``one_sided`` cells, not dropped."""
+    judged = {"value_a": 10.0, "value_b": 11.0, "ratio": 1.1, "ratio_lo": 1.05, "ratio_hi": 1.15, "verdict": "faster", "method": "m"}
+    data = {"pairs": [{"cells": [{"context_label": "256", "concurrency": 1, "metrics": {"total_tps": judged}}],
+                       "one_sided": [{"context_label": "256", "concurrency": 4, "valid_in": "b"}]}]}  # fmt: skip
+    rows = api.Comparison(tmp_path / "x.duckdb", ("a", "b"), data).verdicts
+    assert [(r["concurrency"], r["metric"], r["verdict"]) for r in rows if r["metric"] == "total_tps"] == [
+        (1, "total_tps", "faster"), (4, "total_tps", "not comparable")]
+    from infermatrix.core.report.compare_data import METRICS
+
+    assert sorted(r["metric"] for r in rows if r["concurrency"] == 4) == sorted(m.key for m in METRICS)
+    assert all(r["ratio"] is None for r in rows if r["concurrency"] == 4)
