@@ -73,28 +73,10 @@ PROCESS_FIXTURES = {"sim_server", "tiny", "sim_factory", "sim_run_db", "sim_db",
 SLOW_HINT = "this test starts a process ({}): mark it @pytest.mark.slow (the fast loop, pytest -m 'not slow', starts none)"
 
 
-# The longest modules start first (issue 28 item 7): the workers take whole files in collection order
-# (`--dist loadfile`), so a minute-long file collected late becomes the suite's tail with the other workers idle.
-# From the 20 slowest tests a full run prints (docs/performance.md, "The test suite's length"); a stable sort, so
-# everything else keeps its order.
-LONG_FIRST = (
-    "tests/vllm/test_vllm_grid.py", "tests/report/test_compare_intervals.py", "tests/distributed/test_sweep_grid_sim.py",
-    "tests/fidelity/test_fidelity_reference.py", "tests/distributed/test_tune_sim.py", "tests/vllm/test_vllm_e2e.py",
-    "tests/slo/test_slo_search_sim.py", "tests/distributed/test_sweep_ray.py", "tests/fidelity/test_fidelity_behind.py",
-    "tests/fidelity/test_fidelity_matrix.py", "tests/fidelity/test_fidelity_intervals.py", "tests/reliability/test_rel_phases.py",
-)  # fmt: skip
-
-
-def _long_rank(item) -> int:
-    path = item.nodeid.split("::", 1)[0]
-    return LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST)
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=_long_rank)
 
 
 @contextlib.contextmanager
