@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-# AUTO_KIND and AutoEngineConfig live in core/config.py (below the registry, which adds the arm); imported here for callers.
+# AUTO_KIND and AutoEngineConfig live in core/config/ (below the registry, which adds the arm); imported here for callers.
 from infermatrix.core.config import AUTO_KIND, AutoEngineConfig, ConfigError
 
 if TYPE_CHECKING:
