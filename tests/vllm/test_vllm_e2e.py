@@ -82,15 +82,25 @@ def test_over_capacity_cells_are_the_ones_that_do_not_fit(run, db):
 def test_measured_cells_have_real_numbers(run, db):
     cells = db.execute(
         "SELECT context_tokens, concurrency, status, total_tps, ttft_ms, tbt_ms, avg_active, output_tokens, "
-        "measured_s, token_source, prompt_tokens FROM cells WHERE status <> 'over_capacity'"
+        "measured_s, token_source, prompt_tokens, flags FROM cells WHERE status <> 'over_capacity'"
     ).fetchall()
     assert cells
-    for c, n, status, tps, ttft, _tbt, active, out, measured, source, prompt in cells:
-        assert status in MEASURED, (c, n, status)
+    for c, n, status, tps, ttft, _tbt, active, out, measured, source, prompt, flags in cells:
+        if status == "admission_limited":
+            # Disowned by the product, on vLLM's own gauges: the client had N in flight at a read, the engine reported
+            # fewer running. Seen when the cores are contended: vLLM's front end (the API server process) had not yet
+            # passed the requests to its scheduler — in flight at the client, neither running nor waiting at the
+            # engine (cells.flags.client_in_flight.last_reads). Its numbers are still real and checked below.
+            adm, side = as_json(flags)["admission"], as_json(flags)["client_in_flight"]
+            assert adm["ran_at_most"] < n and side["at_most"] == n, (c, n, adm, side)
+        else:
+            assert status in MEASURED, (c, n, status)
         assert tps > 0 and ttft > 0 and out > 0 and measured >= 1.5, (c, n)
         assert 0.5 * n <= active <= n + 0.01, (c, n, active)
         assert source == "usage"  # vLLM's continuous usage stats: multi-token chunks counted right
         assert abs(prompt - c) <= prompt_tolerance(c), (c, prompt)
+    # most cells fit and ran: a gauge reader that disowned every cell would fail here
+    assert sum(status in MEASURED for _, _, status, *_ in cells) > len(cells) / 2, [(c, n, s) for c, n, s, *_ in cells]
     # the view is the contract: valid cells carry numbers there
     valid = db.execute("SELECT count(*), count(total_tps) FROM decode_matrix WHERE status = 'valid'").fetchone()
     assert valid[0] == valid[1]
