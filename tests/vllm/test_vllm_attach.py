@@ -1,6 +1,7 @@
 """The vllm plugin's own lifecycle (start, ready, describe, stop) on real vLLM, and the CLI attached to
-that server with ``--engine vllm --base-url`` (and with ``--base-url`` alone: recognised as vLLM): chat API through the tiny model's template, and the
-loop detector on real output (random weights decoded greedily repeat themselves)."""
+that server with ``--engine vllm --base-url`` (and with ``--base-url`` alone: recognised as vLLM): the shared-prefix
+workload beside vLLM's own prefix-cache counters, chat API through the tiny model's template, and the loop detector on
+real output (random weights decoded greedily repeat themselves). One launch for all: each launch costs ~30 s of both cores."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ from infermatrix.core.registry import build_engine
 from infermatrix.plugin import info_labels
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]  # the first test pays for the vLLM launch
+
+# vLLM on CPU keeps KV in 128-token blocks: a 600-token system prompt (+ its 2-token break, as Qwen2 counts
+# "\n\n" after a word: 1 or 2) leaves 4 whole shared blocks per warm prompt.
+SHARED = ("--set", "matrix.workload=shared-prefix", "--set", "matrix.contexts=[]", "--set", "matrix.prefill_contexts=[]",
+          "--set", "workload.groups=2", "--set", "workload.prompts_per_group=4", "--set", "workload.system_tokens=600",
+          "--set", "workload.question_tokens=100", "--set", "workload.output_tokens=8")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +70,33 @@ def test_plugin_lifecycle_and_description(server):
     assert info.extra["max_num_seqs"] == 4 and info.extra["kv_cache_log"]["device"] == "CPU"
     assert "--api-key <redacted>" in info.launch_command and key not in info.launch_command
     assert key not in engine.log_path.read_text()  # vLLM prints its args; the key shows as ***
+
+
+def test_shared_prefix_reuse_beside_vllms_own_counters(server, tmp_path) -> None:
+    """The shared-prefix workload attached to this server (issue 20 item 5; docs/workloads.md): the prefix reuse it
+    implies, stored beside vLLM's own prefix-cache counters over the pass. Before the other attached runs, so vLLM's
+    cache holds nothing of theirs."""
+    engine, _, key, _ = server
+    db = tmp_path / "wl.duckdb"
+    proc = cli("run", "--engine", "vllm", "--base-url", engine.base_url + "/v1", "--model", "tiny", "--api-key-env", KEY_VAR,
+               "--api", "completions", "--no-loop-detection", "--db", str(db), *SHARED, env={KEY_VAR: key}, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert engine.alive()  # attached: the run leaves the server alone
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        cols = [d[0] for d in con.execute("SELECT * FROM prefix_reuse").description]
+        (row,) = [dict(zip(cols, r)) for r in con.execute("SELECT * FROM prefix_reuse").fetchall()]
+        cold = con.execute("SELECT count(*) FROM workload_requests WHERE member = 0 AND expected_cached_tokens = 0").fetchone()[0]
+    finally:
+        con.close()
+    print("vLLM shared-prefix:", row)
+    assert row["status"] == "valid" and row["requests"] == 8 and cold == 2
+    assert row["block_tokens"] == 128  # vLLM's own block size, read from vllm:cache_config_info
+    assert row["engine_queries"] and row["engine_queries"] >= row["prompt_tokens"]  # vLLM's counters moved over the pass
+    assert row["implied_reuse"] > 0.4
+    # vLLM's cache served what the workload implied (it may serve more: nothing in this pass is evicted, and a
+    # chat-free completion prompt shares exactly the system prompt's blocks).
+    assert abs(row["engine_hit_rate"] - row["implied_reuse"]) <= 0.02, row
 
 
 def test_cli_attached_chat_run_marks_real_loops(server, tmp_path):
