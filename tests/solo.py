@@ -11,7 +11,8 @@ held from the module's first test to its last, so two such modules never overlap
 
 How: a readers-writer lock across the workers on two files in a directory named by xdist's run id. Every test holds
 the *machine* lock shared while it runs (set-up, call and tear-down, so a module fixture that launches an engine is
-covered); a solo test holds it exclusively. Writers win: each test first passes a *turnstile* that a solo test keeps
+covered); a solo module holds it exclusively from its first test to its last (with ``--dist loadfile`` a module's tests
+run back to back on one worker). Writers win: each test first passes a *turnstile* that a solo test keeps
 closed while it waits and runs, so a solo test never starves behind a stream of shared ones. ``flock`` locks die with
 their process, so a crashed worker leaves nothing held. Without xdist (``-n 0``, ``-p no:xdist``) this does nothing.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 import fcntl
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import IO
 from pathlib import Path
 
@@ -86,6 +87,29 @@ def _release_module_locks(item: pytest.Item, nextitem: pytest.Item | None) -> No
         _held.pop(name).close()  # closing the file drops its flock
 
 
+_solo_hold: ExitStack | None = None  # this worker's exclusive hold of the machine, kept across a solo module's tests
+
+
+def _enter_solo(d: Path, item: pytest.Item) -> bool:
+    """Take the machine exclusively at a solo module's first test and keep it to the module's last: one drain of the
+    other workers per module, not one per test (a per-test lock let a long shared test slip in between two of a
+    module's tests, and each of them waited for it to end). True when this worker holds it for the item."""
+    global _solo_hold
+    if _solo_hold is None and is_solo(item):
+        stack = ExitStack()
+        stack.enter_context(machine(d, solo=True))
+        _solo_hold = stack
+    return _solo_hold is not None
+
+
+def _leave_solo(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Give the machine back after the solo module's last test (its fixtures, a launched engine, are torn down by then)."""
+    global _solo_hold
+    if _solo_hold is not None and (nextitem is None or nextitem.module is not item.module):
+        _solo_hold.close()
+        _solo_hold = None
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outermost: the wait is outside pytest-timeout's clock
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     d = lock_dir(item.config)
@@ -94,7 +118,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return
     _hold_module_locks(d, item)
     try:
-        with machine(d, is_solo(item)):
+        if _enter_solo(d, item):
             yield
+        else:
+            with machine(d, solo=False):
+                yield
     finally:
+        _leave_solo(item, nextitem)
         _release_module_locks(item, nextitem)

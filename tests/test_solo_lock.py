@@ -9,7 +9,8 @@ import threading
 import time
 
 import pytest
-from solo import _hold_module_locks, _release_module_locks, machine
+import solo
+from solo import _enter_solo, _hold_module_locks, _leave_solo, _release_module_locks, machine
 
 WAIT = 5.0  # only a bound on a wait that must end; the order is judged by events, not by time
 
@@ -83,11 +84,14 @@ def test_a_solo_test_waits_for_the_running_one_and_goes_before_later_shared_ones
 class _Item:
     """What the module locks read of a pytest item: its holds marks and its module."""
 
-    def __init__(self, module: object, *names: str) -> None:
-        self.module, self.names = module, names
+    def __init__(self, module: object, *names: str, solo: bool = False) -> None:
+        self.module, self.names, self.solo = module, names, solo
 
     def iter_markers(self, name: str):
         return [pytest.mark.holds(n).mark for n in self.names] if name == "holds" else []
+
+    def get_closest_marker(self, name: str):
+        return pytest.mark.solo.mark if name == "solo" and self.solo else None
 
 
 def test_a_holds_lock_lasts_from_the_modules_first_test_to_its_last(tmp_path):
@@ -104,3 +108,26 @@ def test_a_holds_lock_lasts_from_the_modules_first_test_to_its_last(tmp_path):
     _hold_module_locks(tmp_path, _Item(ray_a, "ray"))
     _release_module_locks(_Item(ray_a, "ray"), nextitem=_Item(ray_b, "ray"))
     assert _free(tmp_path / "holds-ray")
+
+
+def test_a_solo_module_holds_the_machine_from_its_first_test_to_its_last(tmp_path):
+    """One drain of the other workers per solo module: between two of its tests no shared test gets in."""
+    mod, other = object(), object()
+    first, second = _Item(mod, solo=True), _Item(mod, solo=True)
+    assert _enter_solo(tmp_path, first)
+    try:
+        log: list[str] = []
+        t, shared_in, shared_go = _start(tmp_path, False, log, "shared")  # another worker's shared test arrives
+        assert not shared_in.wait(0.3)
+        _leave_solo(first, nextitem=second)  # the module goes on: still held
+        assert not shared_in.wait(0.3)
+        assert _enter_solo(tmp_path, second)  # already held: no second acquire (it would deadlock on the turnstile)
+        _leave_solo(second, nextitem=_Item(other))  # the module ended
+        assert shared_in.wait(WAIT)
+        shared_go.set()
+        t.join(WAIT)
+        assert not _enter_solo(tmp_path, _Item(other))  # a shared test holds nothing exclusively
+    finally:
+        if solo._solo_hold is not None:
+            solo._solo_hold.close()
+            solo._solo_hold = None
