@@ -66,6 +66,35 @@ def machine(d: Path, solo: bool) -> Iterator[None]:
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
+# The order the workers take modules in (``--dist loadfile --no-loadscope-reorder``: xdist's default would re-sort the
+# modules by their number of tests). Solo modules first: three workers each take one, and they run one after another
+# with nothing to drain — a solo module that starts mid-suite waits for the longest shared test in flight on every
+# other worker (up to 100 s), and those workers idle meanwhile. Then the longest shared modules (seconds from a full
+# run's junit XML, 2026-12-06), so no minute-long file starts last beside idle workers; then collection order.
+LONG_FIRST = (
+    "tests/reliability/test_rel_phases.py",  # 136 s (many short tests)
+    "tests/fidelity/test_fidelity_matrix.py",  # 133 s
+    "tests/distributed/test_sweep_grid_sim.py",  # 127 s
+    "tests/distributed/test_sweep_ray.py",  # 120 s
+    "tests/report/test_compare_intervals.py",  # 114 s
+    "tests/slo/test_slo_search_sim.py",  # 94 s
+    "tests/reliability/test_rel_kill.py",  # 88 s
+    "tests/fidelity/test_fidelity_reference.py",  # 88 s
+    "tests/distributed/test_tune_sim.py",  # 76 s
+    "tests/telemetry/test_telemetry_sim.py",  # 60 s
+)
+
+
+def run_order(item: pytest.Item) -> tuple[int, int]:
+    """Sort key: solo modules, then LONG_FIRST in its order, then the rest (a stable sort keeps each module whole)."""
+    path = item.nodeid.split("::", 1)[0]
+    return (0 if is_solo(item) else 1, LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=run_order)
+
+
 _held: dict[str, IO[str]] = {}  # this worker's module-wide locks, by name
 
 

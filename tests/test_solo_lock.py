@@ -7,10 +7,11 @@ from __future__ import annotations
 import fcntl
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import solo
-from solo import _enter_solo, _hold_module_locks, _leave_solo, _release_module_locks, machine
+from solo import LONG_FIRST, run_order, _enter_solo, _hold_module_locks, _leave_solo, _release_module_locks, machine
 
 WAIT = 5.0  # only a bound on a wait that must end; the order is judged by events, not by time
 
@@ -84,8 +85,8 @@ def test_a_solo_test_waits_for_the_running_one_and_goes_before_later_shared_ones
 class _Item:
     """What the module locks read of a pytest item: its holds marks and its module."""
 
-    def __init__(self, module: object, *names: str, solo: bool = False) -> None:
-        self.module, self.names, self.solo = module, names, solo
+    def __init__(self, module: object, *names: str, solo: bool = False, nodeid: str = "tests/x.py::t") -> None:
+        self.module, self.names, self.solo, self.nodeid = module, names, solo, nodeid
 
     def iter_markers(self, name: str):
         return [pytest.mark.holds(n).mark for n in self.names] if name == "holds" else []
@@ -131,3 +132,17 @@ def test_a_solo_module_holds_the_machine_from_its_first_test_to_its_last(tmp_pat
         if solo._solo_hold is not None:
             solo._solo_hold.close()
             solo._solo_hold = None
+
+
+def test_solo_modules_go_first_then_the_long_ones_each_module_whole():
+    root = Path(__file__).resolve().parents[1]
+    assert all((root / p).is_file() for p in LONG_FIRST), [p for p in LONG_FIRST if not (root / p).is_file()]  # no stale name
+    def item(path: str, name: str, solo_: bool = False) -> _Item:
+        return _Item(path, solo=solo_, nodeid=f"{path}::{name}")
+    items = [item("tests/a.py", "1"), item(LONG_FIRST[1], "1"), item("tests/s.py", "1", True), item("tests/a.py", "2"),
+             item(LONG_FIRST[0], "1"), item(LONG_FIRST[1], "2"), item("tests/s.py", "2", True)]  # fmt: skip
+    order = [i.nodeid for i in sorted(items, key=run_order)]
+    assert order == ["tests/s.py::1", "tests/s.py::2", f"{LONG_FIRST[0]}::1", f"{LONG_FIRST[1]}::1", f"{LONG_FIRST[1]}::2",
+                     "tests/a.py::1", "tests/a.py::2"]  # fmt: skip
+    # the order only holds if xdist hands the files out as sorted: its default re-sorts them by their number of tests
+    assert "--no-loadscope-reorder" in (root / "pyproject.toml").read_text()
