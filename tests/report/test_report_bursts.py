@@ -11,10 +11,8 @@ import pytest
 from rich.console import Console
 
 from infermatrix.core.report import render_markdown
-from infermatrix.core.report.compare import render_compare_markdown, render_compare_text
-from infermatrix.core.report.compare_html import render_compare_html
 from infermatrix.core.report.html import render_html
-from infermatrix.core.report.json_report import render_compare_json, render_json
+from infermatrix.core.report.json_report import render_json
 from infermatrix.core.report.sections.answer import ANSWER_TITLE
 from infermatrix.core.report.sections.burst import BURSTS_TITLE
 from infermatrix.core.report.text import render_text
@@ -22,6 +20,7 @@ from infermatrix.core.slo.spec import parse_slo
 from infermatrix.core.store import Store
 from infermatrix.core.store.slo_store import save_slos
 from infermatrix.testing import run_matrix, sim_server
+from compare_formats import compare_every_format
 
 pytestmark = pytest.mark.slow
 
@@ -59,11 +58,7 @@ def test_every_format_shows_the_burst_and_ttfo_beside_ttft(two_runs):
 
 def test_compare_lines_up_the_bursts_both_runs_ran(two_runs):
     db, (a, b) = two_runs
-    with Store(db, read_only=True) as s:
-        doc = render_compare_json(s, [a, b])
-        console = Console(file=io.StringIO(), width=250, color_system=None)
-        render_compare_text(s, [a, b], console)
-        outs = (console.file.getvalue(), render_compare_markdown(s, [a, b]), render_compare_html(s, [a, b]))
+    doc, outs = compare_every_format(db, [a, b])
     (pair,) = doc["bursts"]
     assert pair["run_a"] == a and pair["run_b"] == b and pair["a"]["requests"] == pair["b"]["requests"] == 8
     assert pair["ratios"]["duration_s"]["ratio"] == pytest.approx(pair["b"]["duration_s"] / pair["a"]["duration_s"])

@@ -10,14 +10,13 @@ import pytest
 from rich.console import Console
 
 from infermatrix.core.report import render_markdown
-from infermatrix.core.report.compare import render_compare_markdown, render_compare_text
-from infermatrix.core.report.compare_html import render_compare_html
 from infermatrix.core.report.html import render_html
-from infermatrix.core.report.json_report import render_compare_json, render_json
+from infermatrix.core.report.json_report import render_json
 from infermatrix.core.report.sections.interference import INTERFERENCE_TITLE
 from infermatrix.core.report.text import render_text
 from infermatrix.core.store import Store
 from infermatrix.testing import run_matrix, sim_server
+from compare_formats import compare_every_format
 
 pytestmark = pytest.mark.slow
 
@@ -66,11 +65,7 @@ def test_every_format_shows_the_interference_point_and_the_one_that_cannot_run(t
 
 def test_compare_lines_up_the_points_both_runs_ran(two_runs):
     db, (a, b) = two_runs
-    with Store(db, read_only=True) as s:
-        doc = render_compare_json(s, [a, b])
-        console = Console(file=io.StringIO(), width=250, color_system=None)
-        render_compare_text(s, [a, b], console)
-        outs = (console.file.getvalue(), render_compare_markdown(s, [a, b]), render_compare_html(s, [a, b]))
+    doc, outs = compare_every_format(db, [a, b])
     pair, at_rate = doc["interference"]  # the over-capacity point is valid in neither run
     assert at_rate["a"]["prefill_rate"] == at_rate["b"]["prefill_rate"] == 20
     assert pair["run_a"] == a and pair["run_b"] == b and pair["a"]["decode_streams"] == 2
