@@ -16,8 +16,8 @@ What is not asserted, as the log cannot carry it: ``tbt_during_ms`` (the median)
 "during" when it overlaps the prompt's send → first token; with one step per prompt, only one gap of each decoder is
 stalled, the others are plain steps while llama-server's HTTP thread reads and tokenizes the prompt, so the median sits
 near the alone gap (measured 1.6 vs 0.7 ms) and the log has no line for those steps. Nor whether the engine's steps
-beside a prompt are slower per token than alone (measured: the same 1,536 tokens took 125 ms alone, 210 ms beside the
-two decoders — a unified KV cache: each prompt token's attention spans the cells the decoders hold).
+beside a prompt are slower per token than alone: measured, 1,536 prompt tokens took 125–140 ms alone and 210–250 ms
+beside the two decoders on an idle host; the log gives the times, not why, so the test only bounds each TTFT by its own.
 """
 
 from __future__ import annotations
@@ -38,10 +38,12 @@ CONTRACT = ["run_id", "point", "decode_streams", "prefill_context", "tbt_alone_m
             "stall_max_ms", "prefill_ttft_ms", "prefill_ttft_alone_ms"]  # fmt: skip
 # A prompt's TTFT beyond its evaluation: llama-server's HTTP thread reading and tokenizing the 1,536-token prompt, the
 # main loop finishing the decode step under way (~1 ms with two decoders) before it takes the task, and the first token's
-# loopback delivery; a llamacpp test runs solo. Measured: 0.8 ms alone, 3.8–6.0 ms beside the decoders.
-PREFILL_SLACK_MS = 20.0
+# loopback delivery; each needs the CPU, so it stretches when other work shares the cores. Measured: 0.8–6.8 ms on an
+# idle host (llamacpp tests run solo), up to 13 ms with other workers' tests on the same two cores.
+PREFILL_SLACK_MS = 25.0
 # Two chunk deliveries (the decoder's token before the prompt's step and the one after it), as test_llamacpp_burst's
-# SPAN_SLACK_MS. Measured: the stall exceeded the longest evaluation by 0.5–2.1 ms.
+# SPAN_SLACK_MS. Only the lower bound: a gap may be longer by any host hiccup. Measured: the stall exceeded the longest
+# evaluation by 2–6 ms (once 50 ms, with other tests on the cores).
 DELIVERY_MS = 10.0
 
 
