@@ -5,7 +5,7 @@ evaluation: "prompt eval time = X ms / N tokens" (N: the tokens it computed, any
 From those lines: the point sent the server exactly one alone prompt, its decoders, then its prefills one at a time,
 each computed in full (N = the prompt tokens the point stored: distinct prompts, no cache hit); the decoders held their
 slots through every prefill and nothing else ran beside them before the first (the alone window was alone); each
-prompt's stored TTFT holds its server-side evaluation, plus at most PREFILL_SLACK_MS.
+prompt's stored TTFT holds its server-side evaluation, plus at most PREFILL_SLACK_MS (the server's reading and tokenizing of it, the step under way, the first token's delivery).
 
 The stall: llama-server computes a step as one batch of up to ``n_batch`` (2,048 by default) tokens — the running
 decoders' next tokens first, then as many prompt tokens as fit. A prompt of PREFILL_CTX + STREAMS ≤ 2,048 tokens is
@@ -36,11 +36,13 @@ POINT = (f"{{kind='mixed', decode_streams={STREAMS}, decode_context={DECODE_CTX}
          f"prefills={PREFILLS}, decode_max_output=2000, warmup_s=0.2, window_s=0.5, gap_s=0.1}}")  # fmt: skip
 CONTRACT = ["run_id", "point", "decode_streams", "prefill_context", "tbt_alone_ms", "tbt_during_ms", "tbt_p99_during_ms",
             "stall_max_ms", "prefill_ttft_ms", "prefill_ttft_alone_ms"]  # fmt: skip
-# A prompt's TTFT beyond its evaluation: llama-server's HTTP thread reading and tokenizing the 1,536-token prompt, the
-# main loop finishing the decode step under way (~1 ms with two decoders) before it takes the task, and the first token's
-# loopback delivery; each needs the CPU, so it stretches when other work shares the cores. Measured: 0.8–6.8 ms on an
-# idle host (llamacpp tests run solo), up to 13 ms with other workers' tests on the same two cores.
-PREFILL_SLACK_MS = 25.0
+# A prompt's TTFT beyond its evaluation: llama-server's HTTP thread reading and tokenizing the 1,536-token prompt (the
+# log has no line for it: its first is the slot taken, after), the main loop finishing the decode step under way (~1 ms
+# with two decoders) before it takes the task, and the first token's loopback delivery. Each needs the CPU, so it
+# stretches when other work shares the cores (llama-server runs at nice 0, the client at -10). Measured on 2 cores with
+# other workers' tests beside it: 0.8–13 ms in 20 prompts, once 43 ms. Still under gap_s (100 ms): a TTFT that counted
+# the quiet time before its send, or a window, fails it.
+PREFILL_SLACK_MS = 50.0
 # Two chunk deliveries (the decoder's token before the prompt's step and the one after it), as test_llamacpp_burst's
 # SPAN_SLACK_MS. Only the lower bound: a gap may be longer by any host hiccup. Measured: the stall exceeded the longest
 # evaluation by 2–6 ms (once 50 ms, with other tests on the cores).
