@@ -16,9 +16,9 @@ whole evaluation: ``stall_max_ms`` ≥ the longest prefill's prompt eval time, l
 What is not asserted, as the log cannot carry it: ``tbt_during_ms`` (the median) against ``tbt_alone_ms``. A gap is
 "during" when it overlaps the prompt's send → first token; with one step per prompt, only one gap of each decoder is
 stalled, the others are plain steps while llama-server's HTTP thread reads and tokenizes the prompt, so the median sits
-near the alone gap (measured: 0.7–4.3 ms during, 0–1.1 alone) and the log has no line for those steps. Nor whether the engine's steps
-beside a prompt are slower than alone (measured, a 1,536-token prompt's evaluation took 125–140 ms alone and 210–250 ms
-beside the two decoders, more on a busy host): the log gives the times, not why, so each TTFT is held to its own.
+near the alone gap (measured: 0.7–5.4 ms during, 0–1.3 alone) and the log has no line for those steps. Nor whether
+the engine's steps beside a prompt are slower than alone (measured, a 1,536-token prompt's evaluation took 105–150 ms
+alone and 150–320 ms beside the two decoders): the log gives the times, not why, so each TTFT is held to its own.
 """
 
 from __future__ import annotations
