@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from imxtest import engine_cli, processes_mentioning
@@ -21,3 +22,38 @@ processes_using = processes_mentioning
 
 def launch_args(server: str, gguf: Path, *extra: str) -> list[str]:
     return ["--set", f"engine.executable={server}", "--set", f"engine.model_source={gguf}", *extra]
+
+
+# llama-server's per-task log lines, on its own clock (minutes.seconds.ms.µs since it started): a task's slot taken
+# (``launch_slot_``), its prompt's evaluation (``print_timing``: "prompt eval time = X ms / N tokens", N the prompt tokens it
+# computed, those it reused from a slot's cache left out; printed when the prompt is done, or at the end of a task that
+# generates: never for one cancelled), its slot freed (``release``, with the tokens the slot then holds).
+SLOT_LINE = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) . slot +(launch_slot_|release|print_timing): id +\d+ \| task (\d+) \|(.*)$")
+N_TOKENS = re.compile(r"n_tokens = (\d+)")
+PROMPT_EVAL = re.compile(r"prompt eval time = +([\d.]+) ms / +(\d+) tokens")
+
+
+def server_tasks(log: str) -> dict[int, dict]:
+    """task -> {start, end, n_tokens, prompt_ms, prompt_tokens} (seconds on the server's clock) from its log lines."""
+    tasks: dict[int, dict] = {}
+    for line in log.splitlines():
+        m = SLOT_LINE.match(line)
+        if not m:
+            continue
+        mm, ss, ms, us, what, task, rest = m.groups()
+        t = int(mm) * 60 + int(ss) + int(ms) / 1e3 + int(us) / 1e6
+        entry = tasks.setdefault(int(task), {})
+        if what == "launch_slot_":
+            entry["start"] = t
+        elif what == "release":
+            entry["end"] = t
+            if n := N_TOKENS.search(rest):
+                entry["n_tokens"] = int(n.group(1))
+        elif p := PROMPT_EVAL.search(rest):
+            entry["prompt_ms"], entry["prompt_tokens"] = float(p.group(1)), int(p.group(2))
+    return tasks
+
+
+def server_log(db: Path, run_id: str) -> str:
+    """The llama-server log a run kept beside its database (``<db>.runs/<run>/llamacpp.log``)."""
+    return (db.with_name(db.stem + ".runs") / run_id / "llamacpp.log").read_text(errors="replace")

@@ -8,11 +8,9 @@ deliveries (before the burst's start was that send's beginning, not its post-wri
 
 from __future__ import annotations
 
-import re
-
 import duckdb
 import pytest
-from llamacpp_helpers import TINY_CONFIG, cli, launch_args, processes_using
+from llamacpp_helpers import TINY_CONFIG, cli, launch_args, processes_using, server_log, server_tasks
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -20,21 +18,6 @@ REQUESTS, CONCURRENCY, CONTEXT = 8, 2, 256
 # Two loopback deliveries (the first body read, the last chunk written) and the first connect, 5 ms as the sim's burst bar allows
 # (tests/fidelity/bars.py LOOPBACK_MS); a llamacpp test runs solo, so nothing else is on the cores. Measured: 1.3 ms.
 SPAN_SLACK_MS = 10.0
-LINE = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) . slot +(launch_slot_|release): id +\d+ \| task (\d+) \|(?:.*n_tokens = (\d+))?")
-
-
-def server_tasks(log: str) -> dict[int, dict]:
-    """task -> {start, end, n_tokens} in seconds on the server's clock, from its log lines."""
-    tasks: dict[int, dict] = {}
-    for line in log.splitlines():
-        m = LINE.match(line)
-        if m:
-            mm, ss, ms, us, what, task, n = m.groups()
-            t = int(mm) * 60 + int(ss) + int(ms) / 1e3 + int(us) / 1e6
-            tasks.setdefault(int(task), {})["start" if what == "launch_slot_" else "end"] = t
-            if n:
-                tasks[int(task)]["n_tokens"] = int(n)
-    return tasks
 
 
 def test_a_burst_matches_llama_servers_own_log_of_its_requests_and_span(llama_server, tiny_gguf, tmp_path):
@@ -51,7 +34,7 @@ def test_a_burst_matches_llama_servers_own_log_of_its_requests_and_span(llama_se
     sent = con.execute("SELECT prompt_tokens + output_tokens - 1 FROM point_requests").fetchall()
     con.close()
     assert b["status"] == "valid" and b["requests"] == b["completed"] == REQUESTS == len(sent), b
-    log = (db.with_name(db.stem + ".runs") / run_id / "llamacpp.log").read_text(errors="replace")
+    log = server_log(db, run_id)
     # The burst is the run's last step (after the prefill probe): its tasks are the server's last REQUESTS.
     tasks = sorted(server_tasks(log).values(), key=lambda t: t["start"])
     burst = tasks[-REQUESTS:]
