@@ -172,7 +172,7 @@ class RequestRecord:
 
     stream_index: int
     seq: int
-    sent: float  # when the request's last byte was written (docs/metrics.md, "request sent")
+    sent: float  # when the request was handed to a connection, just before its write (docs/metrics.md, "request sent")
     prompt_tokens: int | None = None
     first_token: float | None = None
     first_content: float | None = None  # the first answer (non-reasoning) token's arrival: TTFO (docs/metrics.md); None: no answer came
@@ -188,7 +188,7 @@ class RequestRecord:
     final_usage_tokens: int | None = None  # completion_tokens of the closing usage chunk, if any
     loop: LoopFinding | None = None
     opened: float | None = None  # when the client began the request (before connecting): it is in flight from then
-    written: bool = False  # the last byte was written (``sent`` is that time); False: it never got that far (a pool wait, a refused connect)
+    written: bool = False  # the request was written (from ``sent`` on); False: it never got that far (a pool wait, a refused connect)
     staggered: bool = False  # a stream's first request, shortened so the streams' ends spread out (measure/stagger.py)
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, when the server reports it
 

@@ -98,7 +98,7 @@ def test_ttft_populations_burst_and_restarts_sent_before_the_window_closed():
 
 def test_avg_active_counts_from_the_stream_opening_not_from_the_last_byte_sent():
     """A request is in flight from when the client began it (``opened``: before connecting and writing), not from
-    its last byte written (``sent``, TTFT's start) — docs/metrics.md, avg_active. Counting from ``sent`` would drop
+    its send (``sent``, TTFT's start, just before the write) — docs/metrics.md, avg_active. Counting from ``sent`` would drop
     the connect-and-write time of every request that opened inside the window."""
     whole = _request(0, 0.0, 0.5, 0.01, 1, 400)  # in flight over the whole window [1, 3]
     whole.opened = 0.0

@@ -126,7 +126,7 @@ INTERVAL_COVERED_MIN = 15
 TTFO_GAP_MS = LOOPBACK_MS
 
 # --- burst points (test_fidelity_burst.py), against the sim's receipt and finish times -----------------------------
-# The client's span starts when its first request's last byte is written and ends when the last stream is read to
+# The client's span starts as its first request is begun (before connecting) and ends when the last stream is read to
 # its close; the server's from reading that first body to its last request's final step. Each end is one loopback
 # delivery apart (LOOPBACK_MS): the client's span is the server's plus less than two of them.
 BURST_SPAN_MS = 2 * LOOPBACK_MS
@@ -137,6 +137,6 @@ BURST_SPAN_MS = 2 * LOOPBACK_MS
 # record's largest lateness (max_lag_s) of the model. A client gap is two chunk reads apart, each trailing its step-end
 # stamp by one loopback delivery (0 … LOOPBACK_MS): the client's gap is within one LOOPBACK_MS of the server's.
 INTERFERENCE_GAP_MS = LOOPBACK_MS
-# The client's prefill TTFT runs from its last byte written to its first chunk read; the server's from reading the body
+# The client's prefill TTFT runs from its send (the request handed to its connection) to its first chunk read; the server's from reading the body
 # to the step end that emitted it: one loopback delivery at each end, as a burst's span.
 INTERFERENCE_TTFT_MS = 2 * LOOPBACK_MS

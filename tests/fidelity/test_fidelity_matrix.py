@@ -99,7 +99,7 @@ def test_decode_cells_match_truth(scenario):
             "SELECT stream_index, seq FROM requests WHERE run_id = ? AND context_tokens = ? AND concurrency = ? "
             "AND first_token IS NOT NULL AND sent <= ?", [run_id, ctx, n, we]
         ).fetchall()
-        # The client's clock starts at the last byte written, so the server's starts at the body fully read
+        # The client's clock starts as the request is handed to its connection, so the server's starts at the body fully read
         # (`received`), not at the handler's start: a body read over a stall is client time on both sides.
         server_ttfts = [
             (r["first_token"] - r["received"]) * 1000

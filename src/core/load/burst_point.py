@@ -58,11 +58,13 @@ def burst_tail(records: list[RequestRecord]) -> dict[str, Any]:
     """The burst's span and its tail from the requests that were written: from the first request's send *beginning*
     (``opened``: before it connects and writes) to the last end, when the tail began (the first request end after the
     last request was sent: from then on fewer than ``concurrency`` are in flight and none waits), and the request and
-    token rates before it. Why ``opened`` and not ``sent`` (stamped after the write returns): a client process
-    descheduled between its write and that stamp stamps late while the server is already working — on a loaded
-    2-core machine a burst came out up to 31 ms (4 %) shorter than a real engine's own log of it. A stamp taken
-    before the write can only be early, by the connect and write (well under a millisecond on loopback), and then
-    the span holds the server's (docs/metrics.md, "Bursts")."""
+    token rates before it. Why ``opened`` and not ``sent``: a
+    burst's clock starts with its first request begun, connect included (a new connection's connect is the burst's
+    time). ``sent`` was stamped after the write returned until 2026-12-06, and a client descheduled between its write
+    and that stamp stamped late while the server was already working — a burst came out up to 31 ms (4 %) shorter
+    than a real engine's own log of it; ``sent`` is now stamped before the write too. A stamp taken before the write
+    can only be early, by the connect and write (well under a millisecond on loopback), and then the span holds the
+    server's (docs/metrics.md, "Bursts")."""
     written = [r for r in records if r.written]
     ends = [r.ended for r in written if r.ended is not None]
     if not written or not ends:

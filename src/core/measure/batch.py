@@ -1,6 +1,6 @@
 """The engine's running count over a cell's window, beside the client's own in-flight count.
 
-The client's count is what it *thinks* is running: a request is in flight from its last byte written until the
+The client's count is what it *thinks* is running: a request is in flight from its send (handed to its connection) until the
 client reads its end. A client that reads late still counts requests the engine finished long ago (issue 17: 256
 "in flight" while the engine ran 2–4), so the two are stored side by side (``cells.flags.batch``) and the report
 shows both where they differ by more than :data:`BATCH_DIFFER`. The engine's side is its running gauge (and

@@ -1,8 +1,8 @@
 """The client's own count of requests in flight, at the moments the engine's gauges were read.
 
 Needed to tell whose shortfall it is when the engine never ran N at once (``admission.py``): the engine's
-running + waiting can only count what the client has sent. A request is *in flight* from when its last byte
-was written (``RequestRecord.sent`` with ``written``; a request still waiting for a pooled connection has
+running + waiting can only count what the client has sent. A request is *in flight* from when it was handed
+to its connection (``RequestRecord.sent`` with ``written``; a request still waiting for a pooled connection has
 sent nothing) until the client saw its end (``ended``); of those, *awaiting a first token* until its
 first output chunk was read.
 

@@ -7,7 +7,7 @@ is not prefill. Every probe is kept (``prefill_samples`` table).
 
 What the client adds to a probe's TTFT is kept small: the body is encoded before the clock starts, the
 request goes over a keep-alive connection that an empty request just used (no connect inside TTFT),
-and the clock starts when the request's last byte is written (``stream_request``). What remains — the
+and the clock starts when the request is handed to its connection (``stream_request``). What remains — the
 transport both ways and both event loops — is measured, not subtracted: ``client_overhead_ms``, the
 median round trip of that empty request (``GET /v1/models``), stored per run.
 """

@@ -93,8 +93,8 @@ async def stream_request(
     count_path: tuple[str, ...] = (),
 ) -> RequestRecord:
     """Send ``body`` (a dict, or JSON already encoded) to ``url``, stream the answer into ``record``;
-    never raises for server faults. ``record.sent`` is when the request's last byte was written
-    (docs/metrics.md): encoding, the connection pool and connecting happen before it. ``timeout``
+    never raises for server faults. ``record.sent`` is when the request is handed to a connection, just
+    before its first byte is written (docs/metrics.md): encoding, the connection pool and connecting happen before it. ``timeout``
     overrides the client's (its ``read`` part is the idle limit of this one request).
 
     ``client`` is an ``httpx.AsyncClient`` or a :class:`~infermatrix.core.stream.transport.RawClient`.
@@ -108,14 +108,15 @@ async def stream_request(
         idle = timeout.read if timeout is not None else None
         return await client.stream_request(url, content, record, headers=hdrs, on_tokens=on_tokens, keep_text=keep_text, idle_timeout_s=idle,
                                            count_path=count_path)
-    record.sent = record.opened = time.monotonic()  # until the body is written; kept if the request never gets that far
+    record.sent = record.opened = time.monotonic()  # until the request is handed to a connection; kept if it never gets that far
 
     connected = False  # this attempt opened a new connection (not a pooled one)
 
     async def trace(event: str, info: Any) -> None:
         nonlocal connected
-        if event.endswith("send_request_body.complete"):
-            record.sent = time.monotonic()
+        if event.endswith("send_request_headers.started"):  # connected: the request's first byte is about to go
+            record.sent = time.monotonic()  # before the write, as the raw transport's (docs/metrics.md, "Request sent")
+        elif event.endswith("send_request_body.complete"):
             record.written = True
         elif event.startswith("connection.connect_tcp"):
             connected = True

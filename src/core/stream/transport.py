@@ -255,8 +255,8 @@ class RawClient:
         count_path: tuple[str, ...] = (),
     ) -> RequestRecord:
         """The raw-transport twin of ``client.stream_request`` (same record, same outcomes); ``record.sent``
-        is set when the request has been handed to the socket (the write buffer: all of it for any
-        prompt that fits the socket's buffer, as it does on loopback)."""
+        is set as the request is handed to a connected socket (after connecting or taking a pooled connection,
+        just before the write)."""
         u = urlsplit(url)
         key = (u.scheme, u.hostname or "127.0.0.1", u.port or (443 if u.scheme == "https" else 80))
         target = (u.path or "/") + (f"?{u.query}" if u.query else "")
@@ -303,8 +303,11 @@ class RawClient:
         conn.reset_request(parser, SSESplitter(), done)
         self.busy.add(conn)
         assert conn.transport is not None
-        conn.transport.write(req)
+        # Stamped before the write, not after it returns: the write wakes the server, and on busy cores the kernel may
+        # run it before this process reads its clock (seen 17 ms late on llama.cpp: a TTFT under the server's own
+        # prompt evaluation). docs/metrics.md, "Request sent".
         parser.record.sent = time.monotonic()
+        conn.transport.write(req)
         parser.record.written = True
         conn.idle_s = idle_s
         timer = loop.call_later(idle_s, self._check_idle, conn, done)
