@@ -38,6 +38,15 @@ def test_gaps_are_split_into_the_alone_window_and_those_overlapping_a_prefill():
     assert stats["tbt_during_ms"] == 1000.0  # nearest-rank median of [1000, 3000]
 
 
+def test_chunks_read_together_are_one_arrival_whose_gap_their_tokens_share():
+    # a busy client read 2-3 together (one stamp): one arrival of 2 tokens 2 s after 1, not gaps of 1000 and 0 ms; the
+    # 2-token chunk at 6 s shares its 2 s gap (two gaps of 1000 ms per token); the stall is the whole 2 s with nothing
+    rec = RequestRecord(stream_index=0, seq=0, sent=0.0, events=[(1.0, 1), (3.0, 1), (3.0, 1), (4.0, 1), (6.0, 2)])
+    stats = interference_stats([rec], [(5.0, 5.5)], (1.0, 4.0))
+    assert (stats["alone_gaps"], stats["tbt_alone_ms"], stats["tbt_alone_p99_ms"]) == (3, 1000.0, 1000.0)
+    assert (stats["during_gaps"], stats["tbt_during_ms"], stats["stall_max_ms"]) == (2, 1000.0, 2000.0)
+
+
 @pytest.mark.slow  # the real command line, as a process
 @pytest.mark.parametrize(
     "args, says",
