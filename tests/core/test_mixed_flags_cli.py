@@ -9,7 +9,7 @@ from imxtest import run_cli
 
 from infermatrix.cli.mixed_flags import apply_mixed_flags
 from infermatrix.core.config import ConfigError
-from infermatrix.core.load.mixed_point import interference_stats
+from infermatrix.core.load.mixed_point import client_stall, interference_stats
 from infermatrix.core.types import RequestRecord
 
 SMALL = ("--engine", "sim", "--set", "engine.profile=tiny", "--contexts", "1K", "--concurrency", "1",
@@ -45,6 +45,18 @@ def test_chunks_read_together_are_one_arrival_whose_gap_their_tokens_share():
     stats = interference_stats([rec], [(5.0, 5.5)], (1.0, 4.0))
     assert (stats["alone_gaps"], stats["tbt_alone_ms"], stats["tbt_alone_p99_ms"]) == (3, 1000.0, 1000.0)
     assert (stats["during_gaps"], stats["tbt_during_ms"], stats["stall_max_ms"]) == (2, 1000.0, 2000.0)
+
+
+def test_a_client_loop_stall_while_a_prompt_is_in_the_engine_makes_the_point_the_clients():
+    alone = RequestRecord(stream_index=-1, seq=0, sent=1.0, first_token=1.2)  # TTFT 200 ms: bound max(25, 20) = 25 ms
+    p0 = RequestRecord(stream_index=0, seq=0, sent=3.0, first_token=4.5)  # 1,500 ms: bound 150 ms
+    quiet = [(t / 100, 0.002) for t in range(100, 500)]  # 2 ms oversleeps all along
+    assert client_stall(quiet, [alone, p0]) is None
+    # 100 ms stalled inside p0's 1.5 s: under its bound; 1.2 s: over it; the same 100 ms inside the alone prompt: over 25
+    assert client_stall([*quiet, (4.0, 0.1)], [alone, p0]) is None
+    assert "stalled 1200 ms while prompt 0 was in the engine (TTFT 1500 ms; bound 150 ms)" in client_stall([*quiet, (4.4, 1.2)], [alone, p0])
+    assert "while the alone prompt" in client_stall([*quiet, (1.15, 0.1)], [alone, p0])
+    assert client_stall([*quiet, (2.5, 1.0)], [alone, p0]) is None  # a stall between the prompts times neither
 
 
 @pytest.mark.slow  # the real command line, as a process

@@ -74,7 +74,10 @@ def test_an_interference_point_matches_llama_servers_own_log_of_its_prompts(llam
         "SELECT request_id, prompt_tokens, ttft_sent_ms, output_tokens FROM point_requests").fetchall()}  # fmt: skip
     con.close()
     assert cols[: len(CONTRACT)] == CONTRACT
-    assert row["status"] == "valid", row["reason"]
+    # The one status besides valid this point may have: the product disowned its timing (its client's event loop stalled
+    # while a prompt was in the engine: mixed_point.client_stall). Its timing is then not held to the server's below.
+    assert row["status"] == "valid" or (row["status"] == "client_bound" and "event loop stalled" in row["reason"]), row["reason"]
+    timed = row["status"] == "valid"
     assert all(row[c] is not None for c in CONTRACT), row
     assert (row["decode_streams"], row["prefill_context"], row["prefills"]) == (STREAMS, PREFILL_CTX, PREFILLS)
     assert row["alone_gaps"] > 0 and row["during_gaps"] > 0
@@ -96,6 +99,9 @@ def test_an_interference_point_matches_llama_servers_own_log_of_its_prompts(llam
 
     # Each prompt's TTFT holds its evaluation on the server, and not much more; so do the stored median and max.
     evals = [t["prompt_ms"] for t in (alone, *prefills)]
+    assert all(r["ttft_ms"] >= ms - LOG_ROUNDING_MS for r, ms in zip(sent, evals)), (sent, evals)  # never early, disowned or not
+    if not timed:
+        return
     for r, ms in zip(sent, evals):
         assert ms - LOG_ROUNDING_MS <= r["ttft_ms"] <= ms + PREFILL_SLACK_MS, (r["ttft_ms"], ms)
     during = sorted(evals[1:])

@@ -18,16 +18,17 @@ import anyio
 
 from infermatrix.core.config import MixedLoadConfig, RunConfig
 from infermatrix.core.contexts import format_context
-from infermatrix.core.load.openloop import Sent, percentile
+from infermatrix.core.load.openloop import LAG_FLOOR_MS, LAG_GAP_SHARE, Sent, percentile
 from infermatrix.core.load.point_send import output_tokens, request_row
 from infermatrix.core.stream.client import encode_body, stream_request
+from infermatrix.core.stream.loop_lag import TICK_S, ClientMonitor
 from infermatrix.core.types import Capacity, RequestRecord
 
 if TYPE_CHECKING:
     from infermatrix.core.load.context import RunContext
 
 __all__ = ["is_mixed", "mixed_label", "mixed_decode_context", "mixed_fit_reason", "measure_mixed_point", "mixed_point_rows",
-           "interference_stats", "token_gaps"]  # fmt: skip
+           "interference_stats", "token_gaps", "client_stall"]  # fmt: skip
 
 POLL_S = 0.01  # how often the point looks whether every decode stream has its first token
 
@@ -87,22 +88,26 @@ async def measure_mixed_point(rc: RunContext, index: int, lc: MixedLoadConfig, s
         await stream_request(runner.streams, runner.url, content, rec, headers=runner._headers(f"{runner.id_prefix}-mixed-{index}-{rid}"),
                              on_tokens=runner.on_tokens, count_path=count_path)  # fmt: skip
 
+    monitor = state["monitor"] = ClientMonitor()  # the client's own lag while it times the prompts (client_stall)
     try:
-        phase("alone prefill")
-        state["alone"] = RequestRecord(stream_index=-1, seq=0, sent=time.monotonic())
-        await send(state["alone"], alone_body, "alone")
-        phase("measure")
-        async with anyio.create_task_group() as tg:
-            for i, content in enumerate(decode_bodies):
-                rec = state["decoders"][i] = RequestRecord(stream_index=i, seq=0, sent=time.monotonic())
-                tg.start_soon(send, rec, content, f"d{i}")
-            await _decoders_running(state["decoders"])
-            await anyio.sleep(lc.warmup_s)
-            w0 = time.monotonic()
-            await anyio.sleep(lc.window_s)
-            state["window"] = (w0, time.monotonic())
-            await _send_prefills(lc, prefill_bodies, state["prefills"], send)
-            tg.cancel_scope.cancel()  # the decodes have served their purpose: closed (the server aborts them)
+        async with anyio.create_task_group() as watch:
+            watch.start_soon(monitor.sample)
+            phase("alone prefill")
+            state["alone"] = RequestRecord(stream_index=-1, seq=0, sent=time.monotonic())
+            await send(state["alone"], alone_body, "alone")
+            phase("measure")
+            async with anyio.create_task_group() as tg:
+                for i, content in enumerate(decode_bodies):
+                    rec = state["decoders"][i] = RequestRecord(stream_index=i, seq=0, sent=time.monotonic())
+                    tg.start_soon(send, rec, content, f"d{i}")
+                await _decoders_running(state["decoders"])
+                await anyio.sleep(lc.warmup_s)
+                w0 = time.monotonic()
+                await anyio.sleep(lc.window_s)
+                state["window"] = (w0, time.monotonic())
+                await _send_prefills(lc, prefill_bodies, state["prefills"], send)
+                tg.cancel_scope.cancel()  # the decodes have served their purpose: closed (the server aborts them)
+            watch.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
             await runner._close_streams()
@@ -177,6 +182,26 @@ def _ttft_ms(rec: RequestRecord | None) -> float | None:
     return None if rec is None or rec.first_token is None or rec.outcome != "ok" else (rec.first_token - rec.sent) * 1000
 
 
+def client_stall(ticks: list[tuple[float, float]], prompts: list[RequestRecord]) -> str | None:
+    """Why the point's timing is the client's, not the engine's (None: it is the engine's). While a prompt is in the
+    engine (send → first token) the client's event loop must not stall longer than max(``LAG_FLOOR_MS``,
+    ``LAG_GAP_SHARE`` × that prompt's TTFT): a loop that stalls L ms reads every chunk that arrived meanwhile L ms late,
+    so the prompt's TTFT and the decoders' gaps around it (the stall) may read up to L ms long. ``ticks``: the
+    monitor's (tick end, oversleep) pairs (core/stream/loop_lag.py). Measured: a llama.cpp point beside a full test
+    suite on two cores read a 1,319 ms stall for a 205 ms prompt evaluation (the client had read nothing for 1.2 s)."""
+    for rec in prompts:
+        if rec.first_token is None:
+            continue
+        ttft_ms = (rec.first_token - rec.sent) * 1000
+        lag_ms = max((lag * 1000 for end, lag in ticks if end > rec.sent and end - lag - TICK_S < rec.first_token), default=0.0)
+        bound = max(LAG_FLOOR_MS, LAG_GAP_SHARE * ttft_ms)
+        if lag_ms > bound:
+            which = "the alone prompt" if rec.stream_index < 0 else f"prompt {rec.stream_index}"
+            return (f"the client's event loop stalled {lag_ms:.0f} ms while {which} was in the engine (TTFT {ttft_ms:.0f} ms; "
+                    f"bound {bound:.0f} ms): its TTFT and the stall around it may read that much long")  # fmt: skip
+    return None
+
+
 def _judge(state: dict[str, Any], decoders: list[RequestRecord], prefills: list[RequestRecord]) -> tuple[str, str | None]:
     if state.get("over"):
         return "over_capacity", state["over"]
@@ -192,7 +217,9 @@ def _judge(state: dict[str, Any], decoders: list[RequestRecord], prefills: list[
         r = short[0]
         why = r.error or ("it ended before the last prefill: raise decode_max_output" if r.outcome == "ok" else r.outcome)
         return "error", f"decode stream {r.stream_index} did not run through the point ({why})"
-    return "valid", None
+    monitor: ClientMonitor | None = state.get("monitor")
+    why = client_stall(monitor.ticks, [alone, *prefills]) if monitor is not None else None
+    return ("client_bound", why) if why else ("valid", None)
 
 
 def mixed_point_rows(
