@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build a tiny Qwen2 model with real weights that "reasons" on a fixed chain of tokens, whatever the prompt.
 
-    python scripts/make_chain_model.py OUT_DIR [--reasoning-tokens K] [--answer-tokens M]
+    python scripts/make_chain_model.py OUT_DIR [--reasoning-tokens K] [--answer-tokens M] [--check]
 
 Decoding follows one chain, greedy or sampled at temperature 1 alike:
 
@@ -20,7 +20,8 @@ by SCALE x sqrt(hidden) = 64: the chain is followed with probability ~1 even whe
 
 The tokenizer is scripts/make_tiny_model.py's (same corpus, same vocabulary) plus ``<think>`` and ``</think>``; the
 chain's words are vocabulary words (" the", " of", ...). Needs torch, safetensors and tokenizers (vLLM's environment
-has them). Deterministic: the same files every time.
+has them). Deterministic: the same files every time. ``--check`` then loads it with transformers and decodes a few
+chat prompts greedily: exit 1 unless each output is exactly the chain.
 """
 
 from __future__ import annotations
@@ -109,11 +110,27 @@ def build(out: Path, k: int, m: int) -> list[int]:
     return ids
 
 
+def check(out: Path, ids: list[int], m: int) -> list[str]:
+    """Greedy decoding of a few chat prompts with transformers; the prompts whose output is not the chain."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok, model = AutoTokenizer.from_pretrained(str(out)), AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32)
+    want, wrong = ids + ids[-m:], []  # the chain, then the answer once more
+    for prompt in ("Hello there, how are you?", "the of and to", f"{END_THINK} 42 {THINK}"):
+        enc = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        got = model.generate(**enc, max_new_tokens=len(want), do_sample=False)[0, enc["input_ids"].shape[1]:].tolist()
+        if got != want:
+            wrong.append(f"{prompt!r}: {tok.decode(got)!r}")
+    return wrong
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out", type=Path, help="output directory")
     p.add_argument("--reasoning-tokens", type=int, default=16, metavar="K", help="reasoning words before </think> (default 16)")
     p.add_argument("--answer-tokens", type=int, default=8, metavar="M", help="answer words after it, repeated (default 8)")
+    p.add_argument("--check", action="store_true", help="then decode a few prompts with transformers: exit 1 unless each is the chain")
     args = p.parse_args(argv)
     k, m = args.reasoning_tokens, args.answer_tokens
     if k < 1 or m < 1 or k + m + 3 > HIDDEN:
@@ -122,13 +139,18 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.expanduser()
     out.mkdir(parents=True, exist_ok=True)
     try:
-        build(out, k, m)
+        ids = build(out, k, m)
     except ImportError as exc:
         print(f"make_chain_model: needs torch, safetensors and tokenizers (run it with vLLM's Python): {exc}", file=sys.stderr)
         return 2
     except ValueError as exc:
         print(f"make_chain_model: {exc}", file=sys.stderr)
         return 2
+    wrong = check(out, ids, m) if args.check else []
+    for w in wrong:
+        print(f"make_chain_model: not the chain: {w}", file=sys.stderr)
+    if wrong:
+        return 1
     print(f"chain model in {out}: K={k} reasoning tokens, then {END_THINK}, then M={m} answer tokens (real weights)")
     return 0
 
