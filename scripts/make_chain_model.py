@@ -37,7 +37,11 @@ import make_tiny_model as tiny  # noqa: E402 (the shared tokenizer and config of
 THINK, END_THINK = "<think>", "</think>"
 HIDDEN = 256  # one direction per chain token plus one shared: K + M + 3 <= HIDDEN
 SCALE = 4.0  # the logit lead is SCALE x sqrt(HIDDEN) = 64 (the final RMSNorm makes a one-hot sqrt(HIDDEN) long)
-LAYERS = 1
+# Layers that add nothing still cost their kernels: on a CPU each is a fraction of a millisecond of vLLM's decode step.
+# 32 make a step of ~10+ ms, so the K + 1 tokens between the first reasoning chunk and the first answer chunk span far
+# more than the client's scheduling stalls on a shared 2-core machine (with 1 layer, ~2 ms a step, whole streams
+# arrived in one read there and TTFO could not be told from TTFT).
+LAYERS = 32
 INTERMEDIATE = 64
 
 
@@ -66,7 +70,7 @@ def chain(vocab: dict[str, int], k: int, m: int) -> list[int]:
     return [vocab[THINK], *words[:k], vocab[END_THINK], *words[k:]]
 
 
-def weights(vocab_size: int, ids: list[int], m: int) -> dict:
+def weights(vocab_size: int, ids: list[int], m: int, layers: int) -> dict:
     """The state dict: embeddings and lm_head that encode the chain, every other weight the identity of its layer."""
     import torch
 
@@ -82,7 +86,7 @@ def weights(vocab_size: int, ids: list[int], m: int) -> dict:
         head[nxt, direction[t]] = SCALE
     heads, kv_heads, head_dim = 4, 2, HIDDEN // 4
     sd = {"model.embed_tokens.weight": emb, "lm_head.weight": head, "model.norm.weight": torch.ones(HIDDEN)}
-    for i in range(LAYERS):
+    for i in range(layers):
         p = f"model.layers.{i}."
         sd |= {p + "input_layernorm.weight": torch.ones(HIDDEN), p + "post_attention_layernorm.weight": torch.ones(HIDDEN),
                p + "self_attn.q_proj.weight": torch.zeros(heads * head_dim, HIDDEN), p + "self_attn.q_proj.bias": torch.zeros(heads * head_dim),
@@ -94,18 +98,18 @@ def weights(vocab_size: int, ids: list[int], m: int) -> dict:
     return {name: w.to(torch.bfloat16).contiguous() for name, w in sd.items()}
 
 
-def build(out: Path, k: int, m: int) -> list[int]:
+def build(out: Path, k: int, m: int, layers: int = LAYERS) -> list[int]:
     """Write the model directory; returns the chain's token ids."""
     from safetensors.torch import save_file
 
     vocab = build_tokenizer(out)
     tiny.build_config(out, len(vocab))
     config = json.loads((out / "config.json").read_text())
-    config |= {"hidden_size": HIDDEN, "intermediate_size": INTERMEDIATE, "num_hidden_layers": LAYERS, "max_window_layers": LAYERS,
+    config |= {"hidden_size": HIDDEN, "intermediate_size": INTERMEDIATE, "num_hidden_layers": layers, "max_window_layers": layers,
                "tie_word_embeddings": False}  # fmt: skip
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     ids = chain(vocab, k, m)
-    save_file(weights(len(vocab), ids, m), str(out / "model.safetensors"), metadata={"format": "pt"})
+    save_file(weights(len(vocab), ids, m, layers), str(out / "model.safetensors"), metadata={"format": "pt"})
     (out / "chain.json").write_text(json.dumps({"reasoning_tokens": k, "answer_tokens": m, "chain_ids": ids}, indent=2) + "\n")
     return ids
 
@@ -130,16 +134,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path, help="output directory")
     p.add_argument("--reasoning-tokens", type=int, default=16, metavar="K", help="reasoning words before </think> (default 16)")
     p.add_argument("--answer-tokens", type=int, default=8, metavar="M", help="answer words after it, repeated (default 8)")
+    p.add_argument("--layers", type=int, default=LAYERS, metavar="N", help=f"layers, each adding nothing but time (default {LAYERS})")
     p.add_argument("--check", action="store_true", help="then decode a few prompts with transformers: exit 1 unless each is the chain")
     args = p.parse_args(argv)
     k, m = args.reasoning_tokens, args.answer_tokens
-    if k < 1 or m < 1 or k + m + 3 > HIDDEN:
-        print(f"make_chain_model: need K >= 1, M >= 1 and K + M <= {HIDDEN - 3} (got K={k}, M={m})", file=sys.stderr)
+    if k < 1 or m < 1 or k + m + 3 > HIDDEN or args.layers < 1:
+        print(f"make_chain_model: need K >= 1, M >= 1, K + M <= {HIDDEN - 3} and N >= 1 (got K={k}, M={m}, N={args.layers})", file=sys.stderr)
         return 2
     out = args.out.expanduser()
     out.mkdir(parents=True, exist_ok=True)
     try:
-        ids = build(out, k, m)
+        ids = build(out, k, m, args.layers)
     except ImportError as exc:
         print(f"make_chain_model: needs torch, safetensors and tokenizers (run it with vLLM's Python): {exc}", file=sys.stderr)
         return 2

@@ -10,12 +10,15 @@ chat API, and every figure is checked against the chain, not against infermatrix
 - vLLM's own count (``usage.completion_tokens_details.reasoning_tokens``, stored as ``requests.reasoning_tokens``) is
   the chain's: K, or every token after ``<think>`` for a request cut inside its reasoning;
 - TTFO − TTFT spans K + 1 tokens: vLLM sends no chunk for a lone ``<think>`` or ``</think>`` (its parser returns
-  none), so the first chunk is r1 and the first answer chunk carries ``</think>`` and c1. That span is a sum of the
+  none), so in a stream of one token per chunk (``chunks`` = ``output_tokens`` − 2) the first chunk is r1 and the first
+  answer chunk carries ``</think>`` and c1. That span is a sum of the
   request's per-token gaps over K + 1 tokens, each in the cell's ``itl`` histogram when the span is inside the
   window: it lies between (K + 1) × the cell's smallest and largest per-token gap (p0 and p100, HDR's 0.1 % precision);
 - latency_percentiles has the ttfo metric, and the text report shows TTFO beside TTFT.
 
-One vLLM launch (~30 s on two cores) and two 2 s cells.
+One vLLM launch (~30 s on two cores) and two 2 s cells: ~45 s. The model's 32 layers make a decode step ~19 ms on two
+cores, so a request's reasoning span (~0.5 s) is far longer than the client's scheduling stalls there (with 1 layer,
+~2 ms a step, whole streams arrived in one read and TTFO could not be told from TTFT: scripts/make_chain_model.py).
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def test_real_vllm_reasoning_stores_ttfo_at_the_chains_first_answer_token(chain_
     reqs = _completed(db)
     assert {r["status"] for r in reqs} == {"valid"} and {r["concurrency"] for r in reqs} == {1, 2}, reqs
     answered = [r for r in reqs if r["output_tokens"] >= FIRST_ANSWER]
-    assert len(answered) >= 4 and all(r["output_tokens"] <= MAX_OUTPUT for r in answered)
+    assert len(answered) >= 3 and all(r["output_tokens"] <= MAX_OUTPUT for r in answered)
     assert first_max_tokens(0, 2, MAX_OUTPUT) == FIRST_ANSWER - 1  # the design: one request ends on </think>
     assert any(r["output_tokens"] == FIRST_ANSWER - 1 for r in reqs)  # ... and it ran
     for r in reqs:
@@ -105,8 +108,10 @@ def test_real_vllm_reasoning_stores_ttfo_at_the_chains_first_answer_token(chain_
 
 def test_ttfo_minus_ttft_spans_the_chains_k_plus_one_token_gaps(chain_run):
     db, _, _ = chain_run
-    inside = [r for r in _completed(db) if r["output_tokens"] >= FIRST_ANSWER and r["first_token"] >= r["window_start"]
-              and r["sent"] + r["ttfo_ms"] / 1000.0 <= r["window_end"]]  # fmt: skip
+    # Every chunk one token but the two markers vLLM sends none for (its usage count says so: chunks = tokens − 2), so
+    # the first chunk is r1 and the first answer chunk ends at c1; the whole span inside the cell's window.
+    inside = [r for r in _completed(db) if r["output_tokens"] >= FIRST_ANSWER and r["chunks"] == r["output_tokens"] - 2
+              and r["first_token"] >= r["window_start"] and r["sent"] + r["ttfo_ms"] / 1000.0 <= r["window_end"]]  # fmt: skip
     assert len(inside) >= 2, "no answered request inside a window"
     for r in inside:
         span = r["ttfo_ms"] - r["ttft_ms"]
