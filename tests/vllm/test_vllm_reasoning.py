@@ -11,10 +11,9 @@ chat API, and every figure is checked against the chain, not against infermatrix
   the chain's: K, or every token after ``<think>`` for a request cut inside its reasoning;
 - TTFO − TTFT spans K + 1 tokens: vLLM sends no chunk for a lone ``<think>`` or ``</think>`` (its parser returns
   none), so in a stream of one token per chunk (``chunks`` = ``output_tokens`` − 2) the first chunk is r1 and the first
-  answer chunk carries ``</think>`` and c1. That span is a sum of the
-  request's per-token gaps over K + 1 tokens, each in the cell's ``itl`` histogram when the span is inside the
-  window: it lies between (K + 1) × the cell's smallest and largest per-token gap (p0 and p100, HDR's 0.1 % precision),
-  and its mean gap per token is the request's own TBT within ±30 % (SPAN_RATIO says why);
+  answer chunk carries ``</think>`` and c1. That span is a sum of the request's per-token gaps over K + 1 tokens, each
+  in the cell's ``itl`` histogram when the span is inside the window: it lies between (K + 1) × the cell's smallest and largest per-token gap (p0 and p100, HDR's 0.1 % precision);
+  where TTFO sits token by token is checked by the counts above (NULL at K + 2 tokens, set from K + 3);
 - latency_percentiles has the ttfo metric, and the text report shows TTFO beside TTFT.
 
 One vLLM launch (~30 s on two cores) and two 2 s cells: ~45 s. The model's 32 layers make a decode step ~19 ms on two
@@ -47,12 +46,6 @@ MATRIX = ("--set", "matrix.contexts=[256]", "--set", "matrix.prefill_contexts=[]
           "--set", "matrix.duration_s=2", "--set", f"matrix.max_output={MAX_OUTPUT}", "--set", "matrix.api=chat",
           "--set", "matrix.check_client=false")  # fmt: skip
 HDR_PRECISION = 0.001  # the histograms keep 3 significant digits: p0 and p100 are within 0.1 % of the true extremes
-# Every decode step of the chain model does the same work, reasoning or answer, so the reasoning span's mean gap per
-# token is the request's own mean gap (its TBT) but for a stall or a neighbour's prefill step landing in one phase
-# (measured on two shared cores: 0.89-1.23, mostly 0.96-1.04). ±30 % tells a TTFO stamped 8 or more tokens off the
-# chain's first answer token (a ratio of (K + 1 ± 8) / (K + 1)), which the envelope alone cannot at 2 streams (there
-# the cell's smallest and largest gaps are a bunched read and a prefill step, 0 and ~90 ms).
-SPAN_RATIO = (0.7, 1.3)
 
 
 @pytest.fixture(scope="module")
@@ -124,10 +117,12 @@ def test_ttfo_minus_ttft_spans_the_chains_k_plus_one_token_gaps(chain_run):
         span = r["ttfo_ms"] - r["ttft_ms"]
         lo, hi = (K + 1) * r["itl_min_ms"] * (1 - HDR_PRECISION), (K + 1) * r["itl_max_ms"] * (1 + HDR_PRECISION)
         assert lo <= span <= hi, (r["concurrency"], r["request_no"], span, lo, hi)
-        # The request's TBT over its output_tokens − 2 tokens after the first chunk (which carries <think> and r1).
-        tbt_ms = (r["ended"] - r["first_token"]) * 1000.0 / (r["output_tokens"] - 2)
-        ratio = span / (K + 1) / tbt_ms
-        assert SPAN_RATIO[0] <= ratio <= SPAN_RATIO[1], (r["concurrency"], r["request_no"], span, tbt_ms, ratio)
+    # Not asserted, shown: the span's mean gap per token over the request's own TBT (its output_tokens − 2 tokens after
+    # the first chunk). Every step of the chain model does the same work, so it is ~1, but a client stall at the first
+    # answer chunk's read moves TTFO by the stall: on two shared cores 0.89-1.36 was seen (1.36 = the whole answer in
+    # the same read as c1), so no fixed bar on it is safe; the envelope above is exact whatever the stalls.
+    ratios = [(r["ttfo_ms"] - r["ttft_ms"]) / (K + 1) / ((r["ended"] - r["first_token"]) * 1000.0 / (r["output_tokens"] - 2)) for r in inside]
+    print(f"reasoning span per token / request TBT: {', '.join(f'{x:.2f}' for x in ratios)}")
 
 
 def test_latency_percentiles_and_the_text_report_show_ttfo_beside_ttft(chain_run):
