@@ -34,12 +34,14 @@ def test_ttfo_is_the_servers_reasoning_time_after_ttft_and_null_without_an_answe
     reqs = result.query("SELECT * FROM point_requests WHERE run_id = ? ORDER BY point, request_no", [result.run_id])
     answered = [r for r in reqs if r["point"] == 0]
     assert len(answered) >= 3 and all(r["outcome"] == "ok" and r["reasoning"] for r in answered)
+    assert all(r["reasoning_tokens"] == REASONING for r in answered)  # the server's own count, as its usage said it
     for r in answered:
         server = _answer_gap_ms(truth[r["request_id"]], REASONING)
         assert server is not None and server > 0
         assert abs((r["ttfo_ms"] - r["ttft_ms"]) - server) < TTFO_GAP_MS, (r["request_id"], r["ttfo_ms"], r["ttft_ms"], server)
     cut = [r for r in reqs if r["point"] == 1]
     assert cut and all(r["reasoning"] and r["ttfo_ms"] is None and r["ttft_ms"] is not None for r in cut)
+    assert all(r["reasoning_tokens"] == r["output_tokens"] == 16 for r in cut if r["outcome"] == "ok")  # all of it reasoning
     assert all(_answer_gap_ms(truth[r["request_id"]], REASONING) is None for r in cut)  # the server sent no answer either
     # The decode cell's requests store it too, and latency_percentiles has the metric beside TTFT.
     cells = result.query("SELECT ttft_ms, ttfo_ms, reasoning FROM requests WHERE run_id = ? AND ttft_ms IS NOT NULL", [result.run_id])

@@ -129,7 +129,7 @@ def make_v10(path) -> str:
     for table in V11_TABLES:
         con.execute(f"DROP TABLE {table}")
     for table in ("requests", "point_requests"):
-        for column in ("ttfo_ms", "reasoning"):
+        for column in ("ttfo_ms", "reasoning", "reasoning_tokens"):
             con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     _set_version(con, 10)
     con.close()
@@ -336,12 +336,15 @@ def test_v10_database_gains_bursts_and_ttfo_on_a_read_only_open(tmp_path):
 
 
 def make_v11(path) -> str:
-    """A store as schema v11 left it: no interference table or view (v12, issue 31 item 3)."""
+    """A store as schema v11 left it: no interference table or view (v12, issue 31 item 3), no reasoning_tokens column
+    on requests and point_requests (v12, issue 31 item 4)."""
     with Store(path) as s:
         run_id, _, _ = fill_run(s, seed=1, other=False)
     con = duckdb.connect(str(path))
     con.execute("DROP VIEW interference")
     con.execute("DROP TABLE interference_points")
+    for table in ("requests", "point_requests"):
+        con.execute(f"ALTER TABLE {table} DROP COLUMN reasoning_tokens")
     _set_version(con, 11)
     con.close()
     return run_id
@@ -354,5 +357,8 @@ def test_v11_database_gains_the_interference_table_and_view_on_a_read_only_open(
     with Store(path, read_only=True) as s:
         assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
         assert s.query("SELECT count(*) FROM interference WHERE run_id = ?", [run_id])[1] == [(0,)]
+        stored = s.query("SELECT count(*), count(reasoning_tokens) FROM requests WHERE run_id = ?", [run_id])[1][0]
+        assert stored[0] > 0 and stored[1] == 0  # the column is there, NULL: v11 never stored the server's count
+        assert s.query("SELECT count(reasoning_tokens) FROM point_requests")[1] == [(0,)]
         assert "# Speed test matrix" in render_markdown(s, run_id)
     assert {"interference", "interference_points"} <= objects(path)

@@ -61,4 +61,5 @@ def request_row(s: Sent, rec: RequestRecord, request_id: str | None, due: float 
         "ttft_ms": _ms(ft, due), "ttft_sent_ms": _ms(ft, sent), "e2e_ms": _ms(rec.ended, due),
         "e2e_sent_ms": _ms(rec.ended, sent), "prompt_tokens": rec.prompt_tokens, "output_tokens": output_tokens(rec),
         "outcome": rec.outcome, "error": rec.error, "ttfo_ms": _ms(rec.first_content, due), "reasoning": rec.reasoning,
+        "reasoning_tokens": rec.reasoning_tokens,
     }  # fmt: skip

@@ -48,7 +48,8 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 #     engine_samples, gpu_series, telemetry_costs and the views engine_timeline, engine_cells, gpu_cells
 #     (engine_telemetry.sql); frontier gains joules_per_mtok and energy_usd_per_mtok (issue 32).
 # v12: interference points (interference.sql: interference_points, the interference view; a point's status may be
-#     over_capacity) (issue 31 item 3).
+#     over_capacity) (issue 31 item 3); requests.reasoning_tokens and point_requests.reasoning_tokens: the server's own
+#     reasoning count per request (usage.completion_tokens_details; issue 31 item 4, checked on a real engine).
 SCHEMA_VERSION = 12
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,

@@ -70,6 +70,8 @@ CREATE TABLE IF NOT EXISTS point_requests (
 -- and whether a reasoning field carried text in the stream.
 ALTER TABLE point_requests ADD COLUMN IF NOT EXISTS ttfo_ms DOUBLE;
 ALTER TABLE point_requests ADD COLUMN IF NOT EXISTS reasoning BOOLEAN;
+-- v12: the server's own count of the request's reasoning tokens (as requests.reasoning_tokens; NULL: none reported).
+ALTER TABLE point_requests ADD COLUMN IF NOT EXISTS reasoning_tokens INTEGER;
 
 CREATE OR REPLACE VIEW load_points AS
 SELECT

@@ -25,6 +25,7 @@ POINT_COLUMNS = (
 POINT_REQUEST_COLUMNS = (
     "run_id", "point", "request_no", "request_id", "scheduled", "sent", "first_token", "ended", "lag_ms", "queue_ms",
     "ttft_ms", "ttft_sent_ms", "e2e_ms", "e2e_sent_ms", "prompt_tokens", "output_tokens", "outcome", "error", "ttfo_ms", "reasoning",
+    "reasoning_tokens",
 )  # fmt: skip
 
 # The rows of one kind of point beside its points row: a burst's (burst.sql), an interference point's (interference.sql).

@@ -142,7 +142,7 @@ def _request_row(run_id: str, c: CellResult, i: int, r: RequestRecord) -> list[A
         r.sent, r.first_token, r.ended, None if ttft is None else ttft * 1000.0,
         r.output_tokens, len(r.events), r.prompt_tokens, r.finish_reason, r.outcome, r.error,
         r.token_source, looped, to_json(evidence), _evidence_text(r.text) if looped else None,
-        None if r.ttfo_s is None else r.ttfo_s * 1000.0, r.reasoning,
+        None if r.ttfo_s is None else r.ttfo_s * 1000.0, r.reasoning, r.reasoning_tokens,
     ]
 
 

@@ -234,3 +234,6 @@ ALTER TABLE requests ADD COLUMN IF NOT EXISTS repeat INTEGER;
 -- came), and whether a reasoning field carried text in the stream.
 ALTER TABLE requests ADD COLUMN IF NOT EXISTS ttfo_ms DOUBLE;
 ALTER TABLE requests ADD COLUMN IF NOT EXISTS reasoning BOOLEAN;
+-- v12: the server's own count of the request's reasoning tokens (usage.completion_tokens_details.reasoning_tokens of
+-- the closing usage chunk; NULL: the server reported none, or the stream ended without that chunk).
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS reasoning_tokens INTEGER;

@@ -47,7 +47,7 @@ _PREFILL_SAMPLE_COLUMNS = ("run_id", "context_tokens", "sample_no", "throwaway",
 _REQUEST_COLUMNS = (
     "run_id", "context_tokens", "concurrency", "request_no", "stream_index", "seq", "sent", "first_token",
     "ended", "ttft_ms", "output_tokens", "chunks", "prompt_tokens", "finish_reason", "outcome", "error",
-    "token_source", "looped", "loop_evidence", "text", "ttfo_ms", "reasoning",
+    "token_source", "looped", "loop_evidence", "text", "ttfo_ms", "reasoning", "reasoning_tokens",
 )
 _HISTOGRAM_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "unit", "count", "encoded")
 _PERCENTILE_COLUMNS = ("run_id", "context_tokens", "concurrency", "metric", "percentile", "value_ms")

@@ -113,7 +113,7 @@ class ChunkParser:
                     rec.final_usage_tokens = cum
                 details = usage.get("completion_tokens_details") if usage else None
                 if isinstance(details, dict) and isinstance(details.get("reasoning_tokens"), int):
-                    rec.reasoning_tokens = details["reasoning_tokens"]  # the tasks workload's reasoning count
+                    rec.reasoning_tokens = details["reasoning_tokens"]  # stored per request, and the tasks workload's count
                 continue
             if len(choices) == 1:  # the usual shape, without a join
                 c0 = choices[0]
