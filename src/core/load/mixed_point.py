@@ -142,7 +142,7 @@ def token_gaps(rec: RequestRecord) -> list[tuple[float, float, int]]:
     """A stream's gaps: (previous arrival, this arrival, the tokens this arrival brought) for each arrival after its
     first. An arrival is one read: chunks read together share their stamp (a client that falls a little behind reads
     several at once), so they are one arrival with their tokens summed, not gaps of 0 ms beside one of twice the step
-    (on llama.cpp at load 4 those zeros made a decoder's median gap read 0.00 ms)."""
+    (on a real engine at load 4 those zeros made a decoder's median gap read 0.00 ms)."""
     arrivals: list[list[float]] = []
     for t, n in rec.events:
         if arrivals and arrivals[-1][0] == t:
@@ -187,7 +187,7 @@ def client_stall(ticks: list[tuple[float, float]], prompts: list[RequestRecord])
     engine (send → first token) the client's event loop must not stall longer than max(``LAG_FLOOR_MS``,
     ``LAG_GAP_SHARE`` × that prompt's TTFT): a loop that stalls L ms reads every chunk that arrived meanwhile L ms late,
     so the prompt's TTFT and the decoders' gaps around it (the stall) may read up to L ms long. ``ticks``: the
-    monitor's (tick end, oversleep) pairs (core/stream/loop_lag.py). Measured: a llama.cpp point beside a full test
+    monitor's (tick end, oversleep) pairs (core/stream/loop_lag.py). Measured: a real-engine point beside a full test
     suite on two cores read a 1,319 ms stall for a 205 ms prompt evaluation (the client had read nothing for 1.2 s)."""
     for rec in prompts:
         if rec.first_token is None:
@@ -218,8 +218,8 @@ def _judge(state: dict[str, Any], decoders: list[RequestRecord], prefills: list[
         why = r.error or ("it ended before the last prefill: raise decode_max_output" if r.outcome == "ok" else r.outcome)
         return "error", f"decode stream {r.stream_index} did not run through the point ({why})"
     monitor: ClientMonitor | None = state.get("monitor")
-    why = client_stall(monitor.ticks, [alone, *prefills]) if monitor is not None else None
-    return ("client_bound", why) if why else ("valid", None)
+    stalled = client_stall(monitor.ticks, [alone, *prefills]) if monitor is not None else None
+    return ("client_bound", stalled) if stalled else ("valid", None)
 
 
 def mixed_point_rows(

@@ -304,7 +304,7 @@ class RawClient:
         self.busy.add(conn)
         assert conn.transport is not None
         # Stamped before the write, not after it returns: the write wakes the server, and on busy cores the kernel may
-        # run it before this process reads its clock (seen 17 ms late on llama.cpp: a TTFT under the server's own
+        # run it before this process reads its clock (seen 17 ms late on a real engine: a TTFT under the server's own
         # prompt evaluation). docs/metrics.md, "Request sent".
         parser.record.sent = time.monotonic()
         conn.transport.write(req)
