@@ -51,7 +51,7 @@ CREATE TABLE IF NOT EXISTS point_requests (
     request_no      INTEGER NOT NULL,   -- order in the schedule
     request_id      VARCHAR,            -- X-Request-Id sent (joins the engine's own records)
     scheduled       DOUBLE,             -- monotonic: origin + drawn offset
-    sent            DOUBLE,             -- monotonic: last byte written (NULL: never got that far)
+    sent            DOUBLE,             -- monotonic: handed to its connection, before the write (NULL: never got that far)
     first_token     DOUBLE,
     ended           DOUBLE,
     lag_ms          DOUBLE,             -- sent − scheduled

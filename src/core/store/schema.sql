@@ -78,7 +78,7 @@ CREATE TABLE IF NOT EXISTS prefill_samples (
     request_id     VARCHAR,            -- the X-Request-Id sent: joins the probe to the server's own logs
     prompt_tokens  INTEGER,
     ttft_ms        DOUBLE,
-    sent           DOUBLE,             -- monotonic s: when the request's last byte was written
+    sent           DOUBLE,             -- monotonic s: when the request was handed to its connection, before its write
     first_token    DOUBLE,
     outcome        VARCHAR,            -- ok, or what went wrong
     PRIMARY KEY (run_id, context_tokens, sample_no)
