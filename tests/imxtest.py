@@ -64,6 +64,19 @@ def row_dict(con: Any, sql: str, *params: Any) -> dict[str, Any]:
     return dict(zip(names, cur.fetchone()))
 
 
+def dict_rows(db: Path, sql: str, *params: Any) -> list[dict[str, Any]]:
+    """Every row of ``sql`` on a DuckDB file (opened read-only), by column name."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        cur = con.execute(sql, list(params))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+    finally:
+        con.close()
+
+
 def as_json(value: Any) -> Any:
     """A JSON column's value: DuckDB hands JSON back as text."""
     return json.loads(value) if isinstance(value, str) else value

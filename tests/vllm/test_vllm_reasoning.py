@@ -28,8 +28,8 @@ import secrets
 import statistics
 import subprocess
 
-import duckdb
 import pytest
+from imxtest import dict_rows
 from vllm_helpers import KEY_VAR, ROOT, TINY_CONFIG, cli, launch_args, processes_using
 
 from infermatrix.core.measure.stagger import first_max_tokens
@@ -65,19 +65,9 @@ def chain_run(vllm_python, tmp_path_factory):
     return db, res, model
 
 
-def _rows(db, sql: str, *params) -> list[dict]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        cur = con.execute(sql, list(params))
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
-    finally:
-        con.close()
-
-
 def _completed(db) -> list[dict]:
     """The measured cells' completed requests, with their cell's window and per-token gap extremes (the itl histogram)."""
-    return _rows(db, """
+    return dict_rows(db, """
         SELECT q.*, c.status, c.window_start, c.window_end, lo.value_ms AS itl_min_ms, hi.value_ms AS itl_max_ms
         FROM requests q JOIN cells c USING (run_id, context_tokens, concurrency)
         JOIN histogram_percentiles lo USING (run_id, context_tokens, concurrency)
@@ -127,7 +117,7 @@ def test_ttfo_minus_ttft_spans_the_chains_k_plus_one_token_gaps(chain_run):
 
 def test_latency_percentiles_and_the_text_report_show_ttfo_beside_ttft(chain_run):
     db, _, _ = chain_run
-    pct = _rows(db, "SELECT concurrency, metric, p50 FROM latency_percentiles WHERE metric IN ('ttft', 'ttfo')")
+    pct = dict_rows(db, "SELECT concurrency, metric, p50 FROM latency_percentiles WHERE metric IN ('ttft', 'ttfo')")
     by = {(r["concurrency"], r["metric"]): r["p50"] for r in pct}
     assert {n for n, m in by if m == "ttfo"} == {1, 2}, pct
     assert all(by[(n, "ttfo")] > by[(n, "ttft")] for n in (1, 2)), pct
