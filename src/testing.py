@@ -36,7 +36,7 @@ from typing import Any, Iterator, Sequence, TypeVar
 import httpx
 import pluggy
 
-__all__ = ["plugin_manager", "free_port", "SimServer", "sim_server", "launch_sim", "RunResult", "run_matrix"]
+__all__ = ["plugin_manager", "free_port", "SimServer", "sim_server", "launch_sim", "RunResult", "run_matrix", "query_db"]
 
 
 def plugin_manager(*plugins: object, entrypoints: bool = False) -> pluggy.PluginManager:
@@ -162,6 +162,19 @@ def launch_sim(
         time.sleep(0.05)
 
 
+def query_db(db: str | Path, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """Rows of ``sql`` on a results DuckDB file (opened read-only), by column name (JSON columns as text)."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        cur = con.execute(sql, list(params))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+    finally:
+        con.close()
+
+
 @dataclass
 class RunResult:
     """A finished run: its id and status (``completed`` | ``interrupted`` | ``failed``), the error if any,
@@ -176,15 +189,7 @@ class RunResult:
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Rows of ``sql`` on the run's DuckDB file, by column name (JSON columns as text)."""
-        import duckdb
-
-        con = duckdb.connect(str(self.db), read_only=True)
-        try:
-            cur = con.execute(sql, list(params))
-            names = [d[0] for d in cur.description]
-            return [dict(zip(names, row)) for row in cur.fetchall()]
-        finally:
-            con.close()
+        return query_db(self.db, sql, params)
 
     def run(self) -> dict[str, Any]:
         """The run's row (``runs``), JSON columns decoded."""

@@ -65,16 +65,8 @@ def row_dict(con: Any, sql: str, *params: Any) -> dict[str, Any]:
 
 
 def dict_rows(db: Path, sql: str, *params: Any) -> list[dict[str, Any]]:
-    """Every row of ``sql`` on a DuckDB file (opened read-only), by column name."""
-    import duckdb
-
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        cur = con.execute(sql, list(params))
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
-    finally:
-        con.close()
+    """Every row of ``sql`` on a DuckDB file (opened read-only), by column name: the kit's ``query_db``."""
+    return kit.query_db(db, sql, params)
 
 
 def as_json(value: Any) -> Any:
