@@ -39,7 +39,7 @@ def server(vllm_python, tiny_model, tmp_path_factory):
     mp.setenv(KEY_VAR, key)
     cfg = validate_config(pm, {"engine": {
         "kind": "vllm", "python": vllm_python, "model_source": str(tiny_model), "model": "tiny", "api_key_env": KEY_VAR,
-        "env": {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"},
+        "env": {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
         "args": {"load_format": "dummy", "max_model_len": 2048, "max_num_seqs": 4, "enforce_eager": True},
     }}, "test")  # fmt: skip
     engine = build_engine(pm, cfg.engine, workdir)
