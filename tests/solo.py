@@ -20,7 +20,10 @@ their process, so a crashed worker leaves nothing held. Without xdist (``-n 0``,
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import tempfile
+import time
+import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import IO
@@ -95,6 +98,39 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=run_order)
 
 
+# The solo phase: shared tests start once every solo module of the run has ended. Without it, a worker that finished its
+# last solo module took a shared one (up to 137 s, most of it waiting on a sim) while another worker's solo module was
+# still queued: that module waited for the drain, the turnstile held every other worker back meanwhile, and the machine
+# sat at 5-15 % of its cores for minutes (measured, 2026-12-06: ~200 s of the solo part's wall time beyond its tests').
+SOLO_PHASE_MAX_S = 1200.0  # a solo module that never ends (its worker lost mid-module) holds shared tests back this long
+_solo_modules: frozenset[str] = frozenset()  # this run's solo modules, from the collection (the same in every worker)
+_solo_phase_over = False
+
+
+def module_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    global _solo_modules
+    _solo_modules = frozenset(module_of(i) for i in session.items if is_solo(i))
+
+
+def done_mark(d: Path, module: str) -> Path:
+    """The file a solo module leaves when it has ended (its last test torn down)."""
+    return d / f"solo-done-{hashlib.sha1(module.encode()).hexdigest()[:16]}"
+
+
+def wait_for_solo_phase(d: Path, modules: frozenset[str], max_s: float = SOLO_PHASE_MAX_S, poll_s: float = 0.2) -> bool:
+    """Block until every module in ``modules`` has left its done mark; False when ``max_s`` passed first."""
+    end = time.monotonic() + max_s
+    while not all(done_mark(d, m).exists() for m in modules):
+        if time.monotonic() > end:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
 _held: dict[str, IO[str]] = {}  # this worker's module-wide locks, by name
 
 
@@ -131,12 +167,23 @@ def _enter_solo(d: Path, item: pytest.Item) -> bool:
     return _solo_hold is not None
 
 
-def _leave_solo(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """Give the machine back after the solo module's last test (its fixtures, a launched engine, are torn down by then)."""
+def _leave_solo(d: Path, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Give the machine back after the solo module's last test (its fixtures, a launched engine, are torn down by then),
+    and leave the module's done mark for the shared tests waiting for the solo phase to end."""
     global _solo_hold
     if _solo_hold is not None and (nextitem is None or nextitem.module is not item.module):
         _solo_hold.close()
         _solo_hold = None
+        done_mark(d, module_of(item)).touch()
+
+
+def _shared_after_solo_phase(d: Path) -> None:
+    """A shared test's first wait: the solo phase over (checked once per worker: after it, no solo module is left)."""
+    global _solo_phase_over
+    if not _solo_phase_over:
+        if not wait_for_solo_phase(d, _solo_modules):
+            warnings.warn(f"tests/solo.py: solo modules still unfinished after {SOLO_PHASE_MAX_S:.0f} s; shared tests go on", stacklevel=1)
+        _solo_phase_over = True
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outermost: the wait is outside pytest-timeout's clock
@@ -150,8 +197,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         if _enter_solo(d, item):
             yield
         else:
+            _shared_after_solo_phase(d)
             with machine(d, solo=False):
                 yield
     finally:
-        _leave_solo(item, nextitem)
+        _leave_solo(d, item, nextitem)
         _release_module_locks(item, nextitem)

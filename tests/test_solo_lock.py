@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import solo
-from solo import LONG_FIRST, run_order, _enter_solo, _hold_module_locks, _leave_solo, _release_module_locks, machine
+from solo import LONG_FIRST, done_mark, run_order, wait_for_solo_phase, _enter_solo, _hold_module_locks, _leave_solo, _release_module_locks, machine
 
 WAIT = 5.0  # only a bound on a wait that must end; the order is judged by events, not by time
 
@@ -120,11 +120,12 @@ def test_a_solo_module_holds_the_machine_from_its_first_test_to_its_last(tmp_pat
         log: list[str] = []
         t, shared_in, shared_go = _start(tmp_path, False, log, "shared")  # another worker's shared test arrives
         assert not shared_in.wait(0.3)
-        _leave_solo(first, nextitem=second)  # the module goes on: still held
+        _leave_solo(tmp_path, first, nextitem=second)  # the module goes on: still held
         assert not shared_in.wait(0.3)
         assert _enter_solo(tmp_path, second)  # already held: no second acquire (it would deadlock on the turnstile)
-        _leave_solo(second, nextitem=_Item(other))  # the module ended
+        _leave_solo(tmp_path, second, nextitem=_Item(other))  # the module ended
         assert shared_in.wait(WAIT)
+        assert done_mark(tmp_path, "tests/x.py").exists()  # the module's end, for the solo phase
         shared_go.set()
         t.join(WAIT)
         assert not _enter_solo(tmp_path, _Item(other))  # a shared test holds nothing exclusively
@@ -146,3 +147,22 @@ def test_solo_modules_go_first_then_the_long_ones_each_module_whole():
                      "tests/a.py::1", "tests/a.py::2"]  # fmt: skip
     # the order only holds if xdist hands the files out as sorted: its default re-sorts them by their number of tests
     assert "--no-loadscope-reorder" in (root / "pyproject.toml").read_text()
+
+
+def test_shared_tests_wait_for_every_solo_module_to_end(tmp_path):
+    """The solo phase: a worker done with its solo modules does not start a shared one while another worker's solo
+    module is still to run (it would make that module wait for a drain, and every worker behind the turnstile idle)."""
+    modules = frozenset({"tests/s1.py", "tests/s2.py"})
+    passed = threading.Event()
+    t = threading.Thread(target=lambda: wait_for_solo_phase(tmp_path, modules, max_s=WAIT, poll_s=0.01) and passed.set(), daemon=True)
+    t.start()
+    s1, s2 = object(), object()
+    assert _enter_solo(tmp_path, _Item(s1, solo=True, nodeid="tests/s1.py::a"))
+    _leave_solo(tmp_path, _Item(s1, solo=True, nodeid="tests/s1.py::a"), nextitem=_Item(s2, solo=True, nodeid="tests/s2.py::a"))
+    assert not passed.wait(0.3)  # one of two ended: still waiting
+    assert _enter_solo(tmp_path, _Item(s2, solo=True, nodeid="tests/s2.py::a"))
+    _leave_solo(tmp_path, _Item(s2, solo=True, nodeid="tests/s2.py::a"), nextitem=None)
+    assert passed.wait(WAIT)
+    t.join(WAIT)
+    assert wait_for_solo_phase(tmp_path, frozenset())  # a run without solo modules waits for nothing
+    assert not wait_for_solo_phase(tmp_path, frozenset({"tests/never.py"}), max_s=0.05, poll_s=0.01)  # bounded: a lost module
