@@ -38,6 +38,7 @@ concurrency = [{", ".join(map(str, LOADS))}]
 duration_s = 1
 max_output = {MAX_OUTPUT}
 check_client = false
+steady_timeout_s = 2  # over the cap a cell cannot reach N running: the sim says so at once, no need to wait the default 10 s
 [validity]
 min_active_fraction = 0.0
 """
