@@ -1,8 +1,8 @@
 """``@pytest.mark.solo``: a test that needs the machine's cores to itself (issue 28 item 7).
 
-The README's test command runs the suite on two pytest-xdist workers (``-n 2 --dist loadfile`` in pyproject's
-addopts): most slow tests wait on a launched sim's windows and use a fraction of a core, so two of them side by side
-halve the wall time without moving their numbers. Some cannot share: a real engine on CPU (vLLM, llama.cpp) takes
+The README's test command runs the suite on three pytest-xdist workers (``-n 3 --dist loadfile`` in pyproject's
+addopts): most slow tests wait on a launched sim's windows and use a fraction of a core, so three of them side by side
+cut the wall time without moving their numbers (a fourth saturated the two cores: docs/performance.md). Some cannot share: a real engine on CPU (vLLM, llama.cpp) takes
 every core it finds, a 256-stream cell needs both cores to keep its client ahead, and two local Ray clusters side by
 side break each other. Those carry the ``solo`` mark (module-wide, as ``pytestmark``; a ``vllm`` or ``llamacpp``
 test is solo without it), and while one runs no other test runs beside it. Modules that share something other than
@@ -14,7 +14,9 @@ the *machine* lock shared while it runs (set-up, call and tear-down, so a module
 covered); a solo module holds it exclusively from its first test to its last (with ``--dist loadfile`` a module's tests
 run back to back on one worker). Writers win: each test first passes a *turnstile* that a solo test keeps
 closed while it waits and runs, so a solo test never starves behind a stream of shared ones. ``flock`` locks die with
-their process, so a crashed worker leaves nothing held. Without xdist (``-n 0``, ``-p no:xdist``) this does nothing.
+their process, so a crashed worker leaves nothing held. The solo modules run first, and shared tests wait until all of
+them have ended (the *solo phase*, bounded by SOLO_PHASE_MAX_S). Without xdist (``-n 0``, ``-p no:xdist``) this does
+nothing.
 """
 
 from __future__ import annotations
@@ -73,18 +75,22 @@ def machine(d: Path, solo: bool) -> Iterator[None]:
 # modules by their number of tests). Solo modules first: three workers each take one, and they run one after another
 # with nothing to drain — a solo module that starts mid-suite waits for the longest shared test in flight on every
 # other worker (up to 100 s), and those workers idle meanwhile. Then the longest shared modules (seconds from a full
-# run's junit XML, 2026-12-06), so no minute-long file starts last beside idle workers; then collection order.
+# run's per-test timeline, 2026-12-06, less that day's trims), so no minute-long file starts last beside idle workers; then collection order.
 LONG_FIRST = (
-    "tests/reliability/test_rel_phases.py",  # 136 s (many short tests)
-    "tests/fidelity/test_fidelity_matrix.py",  # 133 s
-    "tests/distributed/test_sweep_grid_sim.py",  # 127 s
-    "tests/distributed/test_sweep_ray.py",  # 120 s
-    "tests/report/test_compare_intervals.py",  # 114 s
-    "tests/slo/test_slo_search_sim.py",  # 94 s
-    "tests/reliability/test_rel_kill.py",  # 88 s
+    "tests/fidelity/test_fidelity_matrix.py",  # 126 s
+    "tests/reliability/test_rel_phases.py",  # 119 s (many short tests)
+    "tests/distributed/test_sweep_ray.py",  # 113 s
+    "tests/slo/test_slo_search_sim.py",  # 95 s
+    "tests/distributed/test_sweep_grid_sim.py",  # 95 s
     "tests/fidelity/test_fidelity_reference.py",  # 88 s
-    "tests/distributed/test_tune_sim.py",  # 76 s
-    "tests/telemetry/test_telemetry_sim.py",  # 60 s
+    "tests/reliability/test_rel_kill.py",  # 85 s
+    "tests/report/test_compare_intervals.py",  # 60 s
+    "tests/telemetry/test_telemetry_sim.py",  # 56 s
+    "tests/fidelity/test_fidelity_trace.py",  # 44 s
+    "tests/core/test_cache_reset_abort.py",  # 42 s
+    "tests/distributed/test_tune_sim.py",  # 41 s
+    "tests/slo/test_slo_sim.py",  # 41 s
+    "tests/report/test_report_sweep.py",  # 39 s
 )
 
 
