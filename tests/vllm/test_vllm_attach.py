@@ -1,7 +1,7 @@
 """The vllm plugin's own lifecycle (start, ready, describe, stop) on real vLLM, and the CLI attached to
 that server with ``--engine vllm --base-url`` (and with ``--base-url`` alone: recognised as vLLM): the shared-prefix
 workload beside vLLM's own prefix-cache counters, chat API through the tiny model's template, the loop detector on
-real output (random weights decoded greedily repeat themselves), and a burst beside vLLM's own request counters. One launch for all: each launch costs ~30 s of both cores."""
+real output (random weights decoded greedily repeat themselves), and a burst beside vLLM's own request counters. One launch for all: each launch costs ~17 s of both cores (~25 s with vLLM's engine core in a process of its own)."""
 
 from __future__ import annotations
 
