@@ -11,7 +11,7 @@ import psutil
 import pytest
 from imxtest import SimServer
 
-pytest_plugins = ["solo"]  # @pytest.mark.solo: no other test beside it under xdist (tests/solo.py)
+pytest_plugins = ["solo", "vllm_run_once"]  # @pytest.mark.solo (tests/solo.py); the vllm_python fixture (tests/vllm_run_once.py)
 
 
 @pytest.fixture

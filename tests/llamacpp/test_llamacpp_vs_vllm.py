@@ -9,14 +9,9 @@ import shutil
 import duckdb
 import pytest
 from llamacpp_helpers import TINY_CONFIG, cli, launch_args, processes_using
-from vllm_run_once import SHORT, checked_vllm_python, shared_vllm_run
+from vllm_run_once import SHORT, shared_vllm_run
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
-
-
-@pytest.fixture(scope="module")
-def vllm_python(request, tmp_path_factory) -> str:
-    return checked_vllm_python(request.config, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,7 @@ from pathlib import Path
 
 import pytest
 from vllm_helpers import ROOT, VllmRun
-from vllm_run_once import checked_vllm_python, shared_vllm_run
-
-
-@pytest.fixture(scope="session")
-def vllm_python(request, tmp_path_factory) -> str:
-    return checked_vllm_python(request.config, tmp_path_factory)
+from vllm_run_once import shared_vllm_run
 
 
 @pytest.fixture(scope="session")
