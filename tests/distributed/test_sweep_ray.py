@@ -117,17 +117,19 @@ def _first_cell_stored(tmp_path: Path, run_id: str) -> bool:
 
 def test_ctrl_c_stops_the_runs_on_the_nodes_and_keeps_what_they_measured(cluster, tmp_path):
     configs = [sim_config(tmp_path / f"i{i}.toml", f"i{i}", [1, 2, 4, 8], duration_s=3.0) for i in range(3)]
+    t0 = time.monotonic()
     sweep = Cli(*_sweep_args(cluster, tmp_path, configs), cwd=tmp_path, name="sweep")
     try:
         started = sweep.wait_for(lambda: {m[1] for m in STARTED.finditer(sweep.stderr)} if len(STARTED.findall(sweep.stderr)) == 2 else None,
                                  "two runs started", timeout=120)  # fmt: skip
         sweep.wait_for(lambda: all(_first_cell_stored(tmp_path, rid) for rid in started), "a cell stored by each run", timeout=120)
         sweep.signal(signal.SIGINT)
+        sent_s = time.monotonic() - t0
         code = sweep.wait(120)
     finally:
         if sweep.proc.poll() is None:
             sweep.kill_tree()
-    assert code == 130, (sweep.stdout + sweep.stderr)[-4000:]
+    assert code == 130, f"Ctrl-C sent {sent_s:.1f} s after the sweep started\n" + (sweep.stdout + sweep.stderr)[-4000:]
     runs = runs_by_name(tmp_path / "sweep.duckdb")
     assert {r["run_id"] for r in runs.values()} == started, runs  # the queued third never started
     assert all(r["status"] == "interrupted" and r["cells"].get("valid", 0) >= 1 for r in runs.values()), runs

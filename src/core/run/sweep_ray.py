@@ -170,6 +170,12 @@ class _Sweep:
         for e in entries:
             e.status = "queued"
         self.t0 = time.monotonic()
+        self.stops = self.stops_seen = 0  # Ctrl-Cs counted by on_sigint / acted on by collect
+
+    def on_sigint(self, signum: int, frame: Any) -> None:
+        """Count the Ctrl-C; :meth:`collect` raises it from our own code. A KeyboardInterrupt raised wherever the
+        main thread happens to be can land inside Ray's client code, which is not ours to trust with it."""
+        self.stops += 1
 
     def _say(self, text: str) -> None:
         self.console.print(f"  [{time.monotonic() - self.t0:6.1f} s] {text}", highlight=False, markup=False)
@@ -195,6 +201,9 @@ class _Sweep:
         ray = self.ray
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.pending and (deadline is None or time.monotonic() < deadline):
+            if self.stops > self.stops_seen:
+                self.stops_seen = self.stops
+                raise KeyboardInterrupt
             ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
             self.drain_board()
             for ref in ready:
@@ -239,6 +248,7 @@ def run_ray_sweep(entries: list[SweepEntry], store: Store, console: Console, set
         console.print(f"Ray cluster at {where} ({time.monotonic() - t0:.1f} s to connect): "
                       f"{len(entries)} run(s), each asking for {settings.gpus_per_run:g} {settings.resource}", highlight=False)  # fmt: skip
         sweep = _Sweep(ray, entries, store, console, settings)
+        before = signal.signal(signal.SIGINT, sweep.on_sigint)
         try:
             sweep.collect(None)
         except KeyboardInterrupt:
@@ -251,5 +261,7 @@ def run_ray_sweep(entries: list[SweepEntry], store: Store, console: Console, set
                 sweep.collect(30)
             for entry in sweep.pending.values():
                 entry.status, entry.error = "interrupted", "did not come back after Ctrl-C"
+        finally:
+            signal.signal(signal.SIGINT, before)
     finally:
         ray.shutdown()
