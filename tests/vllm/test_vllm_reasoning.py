@@ -46,6 +46,16 @@ MATRIX = ("--set", "matrix.contexts=[256]", "--set", "matrix.prefill_contexts=[]
           "--set", "matrix.duration_s=2", "--set", f"matrix.max_output={MAX_OUTPUT}", "--set", "matrix.api=chat",
           "--set", "matrix.check_client=false")  # fmt: skip
 HDR_PRECISION = 0.001  # the histograms keep 3 significant digits: p0 and p100 are within 0.1 % of the true extremes
+# A decode step of the chain model takes ~19 ms on two cores: tokens read less than 5 ms apart on average were not
+# generated at that pace but held back and released together. Beside a CPU burner vLLM's front end once released a
+# whole request (36 tokens) 34 ms after its first: the first answer token came in the first read, TTFO = TTFT, as stamped.
+MIN_STEP_MS = 5.0
+
+
+def _released_at_once(r) -> bool:
+    """The first answer token came in the first read (TTFO = TTFT), and the stream shows why: its tokens arrived far
+    faster than the engine can make them (MIN_STEP_MS), so the reasoning span was never visible to the client."""
+    return r["ttfo_ms"] == r["ttft_ms"] and (r["ended"] - r["first_token"]) * 1000.0 < (r["output_tokens"] - 1) * MIN_STEP_MS
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +92,7 @@ def test_real_vllm_reasoning_stores_ttfo_at_the_chains_first_answer_token(chain_
     assert {r["status"] for r in reqs} == {"valid"} and {r["concurrency"] for r in reqs} == {1, 2}, reqs
     answered = [r for r in reqs if r["output_tokens"] >= FIRST_ANSWER]
     assert len(answered) >= 3 and all(r["output_tokens"] <= MAX_OUTPUT for r in answered)
+    assert sum(1 for r in answered if r["ttfo_ms"] is not None and r["ttfo_ms"] > r["ttft_ms"]) >= 3, answered  # seen apart
     assert first_max_tokens(0, 2, MAX_OUTPUT) == FIRST_ANSWER - 1  # the design: one request ends on </think>
     assert any(r["output_tokens"] == FIRST_ANSWER - 1 for r in reqs)  # ... and it ran
     for r in reqs:
@@ -89,7 +100,7 @@ def test_real_vllm_reasoning_stores_ttfo_at_the_chains_first_answer_token(chain_
         assert r["reasoning"] is (r["output_tokens"] >= 2), where  # vLLM's reasoning field carried r1, r2, ...
         assert r["reasoning_tokens"] == min(K, r["output_tokens"] - 1), where  # vLLM's own count is the chain's
         if r["output_tokens"] >= FIRST_ANSWER:
-            assert r["ttfo_ms"] is not None and r["ttfo_ms"] > r["ttft_ms"], where
+            assert r["ttfo_ms"] is not None and (r["ttfo_ms"] > r["ttft_ms"] or _released_at_once(r)), where
         else:  # a staggered first request cut inside its reasoning: vLLM sent no answer
             assert r["ttfo_ms"] is None, where
     ttft, ttfo = statistics.median(r["ttft_ms"] for r in answered), statistics.median(r["ttfo_ms"] for r in answered)
@@ -100,8 +111,11 @@ def test_ttfo_minus_ttft_spans_the_chains_k_plus_one_token_gaps(chain_run):
     db, _, _ = chain_run
     # Every chunk one token but the two markers vLLM sends none for (its usage count says so: chunks = tokens − 2), so
     # the first chunk is r1 and the first answer chunk ends at c1; the whole span inside the cell's window.
+    # A stream released at once (_released_at_once: checked in the test above) carries its span inside one read: no gap of
+    # it reached the histogram, so the envelope does not apply.
     inside = [r for r in _completed(db) if r["output_tokens"] >= FIRST_ANSWER and r["chunks"] == r["output_tokens"] - 2
-              and r["first_token"] >= r["window_start"] and r["sent"] + r["ttfo_ms"] / 1000.0 <= r["window_end"]]  # fmt: skip
+              and r["first_token"] >= r["window_start"] and r["sent"] + r["ttfo_ms"] / 1000.0 <= r["window_end"]
+              and not _released_at_once(r)]  # fmt: skip
     assert len(inside) >= 2, "no answered request inside a window"
     for r in inside:
         span = r["ttfo_ms"] - r["ttft_ms"]
