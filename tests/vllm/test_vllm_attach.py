@@ -152,13 +152,14 @@ BURST_REQUESTS, BURST_CONCURRENCY, BURST_CONTEXT = 8, 2, 256
 # What the client's e2e holds beyond vLLM's (arrival → last output, in its front end): the request's HTTP read and
 # parse before vLLM stamps its arrival, the last chunk's write and loopback delivery after — each needs a core, and
 # vLLM's front end shares two with its engine and the client. Measured: 30.3 ms a request with a full test suite
-# running beside it on the two cores (this module runs solo in the suite).
+# running beside it on the two cores (this module runs solo in the suite); beside a CPU burner see the assertion.
 E2E_SLACK_MS = 50.0
 
 
 def _vllm_counters(engine) -> dict[str, float]:
     page = httpx.get(f"{engine.base_url}/metrics", timeout=10).text
-    names = ("vllm:request_success", "vllm:e2e_request_latency_seconds_count", "vllm:e2e_request_latency_seconds_sum")
+    names = ("vllm:request_success", "vllm:e2e_request_latency_seconds_count", "vllm:e2e_request_latency_seconds_sum",
+             "vllm:time_to_first_token_seconds_sum")  # fmt: skip
     return {n: metric_value(page, n) or 0.0 for n in names}
 
 
@@ -178,15 +179,22 @@ def test_a_burst_matches_vllms_own_counters(server, tmp_path):
     after = _vllm_counters(engine)
     with duckdb.connect(str(db), read_only=True) as con:
         status, requests, completed, duration_s = con.execute("SELECT status, requests, completed, duration_s FROM burst_points").fetchone()
-        e2e = [ms for (ms,) in con.execute("SELECT e2e_sent_ms FROM point_requests WHERE outcome = 'ok'").fetchall()]
+        e2e, ttft = (list(x) for x in zip(*con.execute("SELECT e2e_sent_ms, ttft_sent_ms FROM point_requests WHERE outcome = 'ok'").fetchall()))
         stored = con.execute("SELECT (SELECT count(*) FROM point_requests) + (SELECT count(*) FROM requests)").fetchone()[0]
     finished = after["vllm:request_success"] - before["vllm:request_success"]
     counted = after["vllm:e2e_request_latency_seconds_count"] - before["vllm:e2e_request_latency_seconds_count"]
     server_ms = (after["vllm:e2e_request_latency_seconds_sum"] - before["vllm:e2e_request_latency_seconds_sum"]) * 1000
+    server_ttft_ms = (after["vllm:time_to_first_token_seconds_sum"] - before["vllm:time_to_first_token_seconds_sum"]) * 1000
+    way_in = (sum(ttft) - server_ttft_ms) / len(e2e)  # a request's HTTP way in, plus its first chunk's way out
+    way_out = (sum(e2e) - sum(ttft) - (server_ms - server_ttft_ms)) / len(e2e)  # last chunk's way out − first's
     print(f"\nvLLM burst: {finished:g} finished, Σ e2e vLLM {server_ms:.1f} ms, client {sum(e2e):.1f} ms "
-          f"(+{(sum(e2e) - server_ms) / len(e2e):.1f} ms a request); span {duration_s * 1000:.1f} ms")  # fmt: skip
+          f"(+{(sum(e2e) - server_ms) / len(e2e):.1f} ms a request: {way_in:.1f} ms in, {way_out:+.1f} ms out); span {duration_s * 1000:.1f} ms")  # fmt: skip
     assert (status, requests, completed) == ("valid", BURST_REQUESTS, BURST_REQUESTS)
     assert finished == counted == BURST_REQUESTS == stored == len(e2e)  # the run sent vLLM the burst and nothing else
-    # vLLM's e2e runs inside the client's (arrival after the send, last output before its read), by a little a request
-    assert 0 <= sum(e2e) - server_ms <= BURST_REQUESTS * E2E_SLACK_MS, (sum(e2e), server_ms)
+    # vLLM's e2e and TTFT run inside the client's (arrival after the send, outputs before their reads), by a little a
+    # request. Beside a CPU burner, after the module's other attached runs, the little was 88-107 ms a request, most of
+    # it on the way in (vLLM's TTFT 11.6 ms a request against the client's 169 in one run; 4 ms in, 0.6 out with the
+    # burst run first): docs/performance.md, "Beside a CPU burner".
+    assert sum(ttft) - server_ttft_ms >= 0, (sum(ttft), server_ttft_ms)
+    assert 0 <= sum(e2e) - server_ms <= BURST_REQUESTS * E2E_SLACK_MS, (sum(e2e), server_ms, way_in, way_out)
     assert server_ms <= BURST_CONCURRENCY * duration_s * 1000  # never more than the cap at once, over the point's span
