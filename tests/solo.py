@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
 import tempfile
 import time
 import warnings
@@ -35,6 +34,8 @@ from typing import IO
 from pathlib import Path
 
 import pytest
+
+from infermatrix.core.measure.priority import client_priority
 
 MARK = "solo"
 HOLDS = "holds"  # @pytest.mark.holds("ray"): modules holding the same name never run side by side
@@ -169,22 +170,6 @@ def _release_module_locks(item: pytest.Item, nextitem: pytest.Item | None) -> No
 _solo_hold: ExitStack | None = None  # this worker's exclusive hold of the machine, kept across a solo module's tests
 
 
-@contextmanager
-def outranking(nice: int) -> Iterator[bool]:
-    """This process at ``nice`` (the processes it starts inherit it), then back; True when it could be set (raising
-    priority needs root or CAP_SYS_NICE: without, the module runs at the nice it had)."""
-    before = os.getpriority(os.PRIO_PROCESS, 0)
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, nice)
-    except OSError:
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        os.setpriority(os.PRIO_PROCESS, 0, before)  # lowering one's own priority is always allowed
-
-
 def _enter_solo(d: Path, item: pytest.Item) -> bool:
     """Take the machine exclusively at a solo module's first test and keep it to the module's last: one drain of the
     other workers per module, not one per test (a per-test lock let a long shared test slip in between two of a
@@ -193,7 +178,7 @@ def _enter_solo(d: Path, item: pytest.Item) -> bool:
     if _solo_hold is None and is_solo(item):
         stack = ExitStack()
         stack.enter_context(machine(d, solo=True))
-        stack.enter_context(outranking(SOLO_NICE))
+        stack.enter_context(client_priority(SOLO_NICE, {}))  # the product's own: set, and put back after
         _solo_hold = stack
     return _solo_hold is not None
 
