@@ -170,7 +170,7 @@ class _Sweep:
         for e in entries:
             e.status = "queued"
         self.t0 = time.monotonic()
-        self.stops = self.stops_seen = 0  # Ctrl-Cs counted by on_sigint / acted on by collect
+        self.stops = 0  # Ctrl-Cs counted by on_sigint, not yet acted on by collect
 
     def on_sigint(self, signum: int, frame: Any) -> None:
         """Count the Ctrl-C; :meth:`collect` raises it from our own code. A KeyboardInterrupt raised wherever the
@@ -201,8 +201,8 @@ class _Sweep:
         ray = self.ray
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.pending and (deadline is None or time.monotonic() < deadline):
-            if self.stops > self.stops_seen:
-                self.stops_seen = self.stops
+            if self.stops:
+                self.stops -= 1
                 raise KeyboardInterrupt
             ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=0.5)
             self.drain_board()
