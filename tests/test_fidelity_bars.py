@@ -15,7 +15,7 @@ FIDELITY = ROOT / "tests" / "fidelity"
 INPUT_CALLS = {"write_profile", "SimProfile", "MatrixConfig", "sleep"}  # profile, config; a poll's interval
 UNITS = {0.0, 1000.0}
 # Module-level names that hold a test's inputs (profile fields kept apart because an assert uses them too).
-INPUT_NAMES = {"SCENARIOS", "PREFILL_BASE_MS", "PREFILL_TPS", "SCALE", "STEP_MS", "PROFILE", "POINT"}
+INPUT_NAMES = {"SCENARIOS", "PREFILL_BASE_MS", "PREFILL_TPS", "SCALE", "STEP_MS", "PROFILE", "POINT", "FREEZE_S"}
 
 
 def literal_floats(source: str) -> list[tuple[int, float]]:

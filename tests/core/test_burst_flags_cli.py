@@ -38,10 +38,12 @@ def test_burst_flag_runs_burst_points(tmp_path):
     proc = run_cli("run", *SMALL, "--burst", "6@2,3", "--burst-context", "256", "--db", str(db), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     con = duckdb.connect(str(db), read_only=True)
-    rows = con.execute("SELECT requests, concurrency, context_tokens, completed, status FROM burst_points ORDER BY point").fetchall()
+    rows = con.execute("SELECT requests, concurrency, context_tokens, completed, status, reason FROM burst_points ORDER BY point").fetchall()
     sent = con.execute("SELECT count(*), max(output_tokens) FROM point_requests").fetchone()
     con.close()
-    assert rows == [(6, 2, 256, 6, "valid"), (3, 3, 256, 3, "valid")]
+    assert [r[:4] for r in rows] == [(6, 2, 256, 6), (3, 3, 256, 3)]
+    # valid, or disowned for the client's own stall on a loaded machine (core/load/stall.py): never an error
+    assert all(r[4] == "valid" or (r[4] == "client_bound" and "event loop stalled" in r[5]) for r in rows), rows
     assert sent == (9, 16)  # --max-output reaches the bursts
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
+import types
 from collections import Counter
 
 import pytest
 from rich.console import Console
 
+from infermatrix.core.run import live as live_module
 from infermatrix.core.run.live import Board, GridPlan, format_tps
 from infermatrix.core.run.progress import RunProgress
 
@@ -64,7 +66,10 @@ def test_the_grid_shows_finished_cells_planned_ones_and_leaves_unplanned_ones_bl
     assert format_tps(999.96) == "1000.0" and format_tps(1234.5) == "1,234"
 
 
-def test_the_eta_counts_the_cells_still_to_run_at_their_measured_time_and_over_capacity_ones_at_none():
+def test_the_eta_counts_the_cells_still_to_run_at_their_measured_time_and_over_capacity_ones_at_none(monkeypatch):
+    # The board's clock stands still: a cell "took" exactly what the test set, not that plus the test's own steps (on a
+    # loaded machine 12 µs between two lines moved the ETA past approx's tolerance).
+    monkeypatch.setattr(live_module, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))
     board = Board(5)
     board.set_plan(_plan(decode=4, over=1))
     eta = board.eta_s(0.0)

@@ -29,11 +29,11 @@ def test_a_burst_matches_llama_servers_own_log_of_its_requests_and_span(llama_se
     assert processes_using(str(tiny_gguf)) == []
     con = duckdb.connect(str(db), read_only=True)
     (run_id,) = con.execute("SELECT run_id FROM runs").fetchone()
-    b = dict(zip(("status", "requests", "completed", "duration_s"), con.execute(
-        "SELECT status, requests, completed, duration_s FROM burst_points").fetchone()))  # fmt: skip
+    b = dict(zip(("status", "reason", "requests", "completed", "duration_s"), con.execute(
+        "SELECT status, reason, requests, completed, duration_s FROM burst_points").fetchone()))  # fmt: skip
     sent = con.execute("SELECT prompt_tokens + output_tokens - 1 FROM point_requests").fetchall()
     con.close()
-    assert b["status"] == "valid" and b["requests"] == b["completed"] == REQUESTS == len(sent), b
+    assert b["status"] in ("valid", "client_bound") and b["requests"] == b["completed"] == REQUESTS == len(sent), b
     log = server_log(db, run_id)
     # The burst is the run's last step (after the prefill probe): its tasks are the server's last REQUESTS.
     tasks = sorted(server_tasks(log).values(), key=lambda t: t["start"])
@@ -46,4 +46,10 @@ def test_a_burst_matches_llama_servers_own_log_of_its_requests_and_span(llama_se
     held = [sum(step for _, step in edges[: i + 1]) for i in range(len(edges))]
     assert max(held) == CONCURRENCY  # the cap held on the server's side, and was used
     server_s = max(t["end"] for t in burst) - min(t["start"] for t in burst)
-    assert 0 <= (b["duration_s"] - server_s) * 1000 < SPAN_SLACK_MS, (b["duration_s"], server_s)
+    assert b["duration_s"] >= server_s, (b["duration_s"], server_s)
+    # The span's bar holds a burst the client kept up with; one whose loop stalled mid-burst is client_bound and says so
+    # (tests/fidelity/bars.py `judged`).
+    if b["status"] == "valid":
+        assert (b["duration_s"] - server_s) * 1000 < SPAN_SLACK_MS, (b["duration_s"], server_s)
+    else:
+        assert "the client's event loop stalled" in b["reason"], b

@@ -50,10 +50,12 @@ def test_every_format_shows_the_burst_and_ttfo_beside_ttft(two_runs):
         text, md, html = console.file.getvalue(), render_markdown(s, a), render_html(s, a)
     assert burst and doc["bursts"][0]["requests"] == 8 and doc["bursts"][0]["concurrency"] == 2
     b = doc["bursts"][0]
-    assert b["status"] == "valid" and b["ttfo_p50_ms"] > b["ttft_p50_ms"]  # 20 reasoning tokens came first
+    assert b["status"] in ("valid", "client_bound") and b["ttfo_p50_ms"] > b["ttft_p50_ms"]  # 20 reasoning tokens came first
+    # A valid burst gets its tail note; one the client's own stall disowned (a loaded machine) gets its reason instead.
+    notes = ("ran with fewer than 2 requests in flight", "the decode matrix sustained") if b["status"] == "valid" else ("event loop stalled",)
     for out in (text, md, html):
         assert BURSTS_TITLE in out and ANSWER_TITLE in out and "8@2 256" in out
-        assert "ran with fewer than 2 requests in flight" in out and "the decode matrix sustained" in out
+        assert all(n in out for n in notes), (b["status"], b.get("reason"))
 
 
 def test_compare_lines_up_the_bursts_both_runs_ran(two_runs):

@@ -178,7 +178,8 @@ def test_a_burst_matches_vllms_own_counters(server, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     after = _vllm_counters(engine)
     with duckdb.connect(str(db), read_only=True) as con:
-        status, requests, completed, duration_s = con.execute("SELECT status, requests, completed, duration_s FROM burst_points").fetchone()
+        status, reason, requests, completed, duration_s = con.execute(
+            "SELECT status, reason, requests, completed, duration_s FROM burst_points").fetchone()
         e2e, ttft = (list(x) for x in zip(*con.execute("SELECT e2e_sent_ms, ttft_sent_ms FROM point_requests WHERE outcome = 'ok'").fetchall()))
         stored = con.execute("SELECT (SELECT count(*) FROM point_requests) + (SELECT count(*) FROM requests)").fetchone()[0]
     finished = after["vllm:request_success"] - before["vllm:request_success"]
@@ -188,13 +189,18 @@ def test_a_burst_matches_vllms_own_counters(server, tmp_path):
     way_in = (sum(ttft) - server_ttft_ms) / len(e2e)  # a request's HTTP way in, plus its first chunk's way out
     way_out = (sum(e2e) - sum(ttft) - (server_ms - server_ttft_ms)) / len(e2e)  # last chunk's way out − first's
     print(f"\nvLLM burst: {finished:g} finished, Σ e2e vLLM {server_ms:.1f} ms, client {sum(e2e):.1f} ms "
-          f"(+{(sum(e2e) - server_ms) / len(e2e):.1f} ms a request: {way_in:.1f} ms in, {way_out:+.1f} ms out); span {duration_s * 1000:.1f} ms")  # fmt: skip
-    assert (status, requests, completed) == ("valid", BURST_REQUESTS, BURST_REQUESTS)
+          f"(+{(sum(e2e) - server_ms) / len(e2e):.1f} ms a request: {way_in:.1f} ms in, {way_out:+.1f} ms out); span {duration_s * 1000:.1f} ms; "
+          f"{status}{f' ({reason})' if reason else ''}")  # fmt: skip
+    assert status in ("valid", "client_bound") and (requests, completed) == (BURST_REQUESTS, BURST_REQUESTS), (status, reason)
     assert finished == counted == BURST_REQUESTS == stored == len(e2e)  # the run sent vLLM the burst and nothing else
     # vLLM's e2e and TTFT run inside the client's (arrival after the send, outputs before their reads), by a little a
-    # request. Beside a CPU burner, after the module's other attached runs, the little was 88-107 ms a request, most of
-    # it on the way in (vLLM's TTFT 11.6 ms a request against the client's 169 in one run; 4 ms in, 0.6 out with the
-    # burst run first): docs/performance.md, "Beside a CPU burner".
+    # request — in a point the client kept up with (bars.judged). One whose client was held off its cores (beside a
+    # CPU burner in the client's own session: 142-442 ms on the run queue at a time, tokens read in one go at a stream's
+    # end) is client_bound and says so; docs/performance.md, "Beside a CPU burner".
     assert sum(ttft) - server_ttft_ms >= 0, (sum(ttft), server_ttft_ms)
-    assert 0 <= sum(e2e) - server_ms <= BURST_REQUESTS * E2E_SLACK_MS, (sum(e2e), server_ms, way_in, way_out)
+    assert sum(e2e) - server_ms >= 0, (sum(e2e), server_ms)
+    if status == "valid":
+        assert sum(e2e) - server_ms <= BURST_REQUESTS * E2E_SLACK_MS, (sum(e2e), server_ms, way_in, way_out)
+    else:
+        assert "the client's event loop stalled" in reason, reason
     assert server_ms <= BURST_CONCURRENCY * duration_s * 1000  # never more than the cap at once, over the point's span

@@ -13,17 +13,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from infermatrix.core.config import BurstLoadConfig, RunConfig
 from infermatrix.core.contexts import format_context
 from infermatrix.core.load.openloop import SendPlan, percentile
 from infermatrix.core.load.point_send import output_tokens, request_row, send_point
+from infermatrix.core.load.stall import stalled
 from infermatrix.core.stream.client import encode_body
+from infermatrix.core.stream.loop_lag import ClientMonitor
 from infermatrix.core.types import RequestRecord
 
 if TYPE_CHECKING:
     from infermatrix.core.load.context import RunContext
 
-__all__ = ["is_burst", "burst_label", "burst_context", "measure_burst_point", "burst_point_rows", "burst_tail"]
+__all__ = ["is_burst", "burst_label", "burst_context", "measure_burst_point", "burst_point_rows", "burst_tail", "burst_stall"]
 
 
 def is_burst(lc: Any) -> bool:
@@ -51,7 +55,36 @@ async def measure_burst_point(rc: RunContext, index: int, lc: BurstLoadConfig, s
         prompt = await rc.workload.prompt(ctx, f"burst{index}/r{i}", distinct=True)
         bodies.append(encode_body(runner._body(prompt, lc.max_output, ignore_eos=False if lc.natural_stop else None)))
     phase("measure")
-    await send_point(runner, state, index, state["offsets"], bodies, lc.in_flight)
+    monitor = state["monitor"] = ClientMonitor()  # the client's own lag while it times the requests (burst_stall)
+    async with anyio.create_task_group() as watch:
+        watch.start_soon(monitor.sample)
+        try:
+            await send_point(runner, state, index, state["offsets"], bodies, lc.in_flight)
+        finally:
+            watch.cancel_scope.cancel()
+
+
+def burst_stall(ticks: list[tuple[float, float]], requests: list[tuple[float, RequestRecord]]) -> str | None:
+    """Why the burst's timing is the client's, not the engine's (None: it is the engine's): its event loop stalled
+    longer than a request's TTFT, or its e2e from the moment its slot freed, allows (core/load/stall.py) while that
+    request was in flight. A stall there reads the request's chunks late, and one that holds its end frees the next
+    slot late, so the burst's span and rates read long too. ``requests``: (when each was due, its record). Measured:
+    beside a CPU burner in the same session, a client waited 442 ms on the run queue in mid-burst and its point was
+    stored ``valid`` before this check (docs/performance.md, "Beside a CPU burner")."""
+    for due, rec in requests:
+        if rec.outcome != "ok" or rec.first_token is None or rec.ended is None:
+            continue
+        found = stalled(ticks, rec.sent, rec.first_token)
+        if found:
+            lag_ms, ttft_ms, bound = found
+            return (f"the client's event loop stalled {lag_ms:.0f} ms before request {rec.stream_index}'s first token (TTFT "
+                    f"{ttft_ms:.0f} ms; bound {bound:.0f} ms): its TTFT may read that much long")  # fmt: skip
+        found = stalled(ticks, min(due, rec.sent), rec.ended)
+        if found:
+            lag_ms, e2e_ms, bound = found
+            return (f"the client's event loop stalled {lag_ms:.0f} ms while request {rec.stream_index} was in flight (e2e "
+                    f"{e2e_ms:.0f} ms; bound {bound:.0f} ms): its e2e and the burst's span may read that much long")  # fmt: skip
+    return None
 
 
 def burst_tail(records: list[RequestRecord]) -> dict[str, Any]:
@@ -85,16 +118,18 @@ def burst_point_rows(
     rc: RunContext, index: int, lc: BurstLoadConfig, state: dict[str, Any], status: str | None, reason: str | None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The point's ``points`` row (with its ``bursts`` row under ``"burst"``) and its request rows; ``status`` None:
-    ``valid`` when every request ended ok, else ``error`` with the first failure."""
+    ``valid`` when every request ended ok and the client kept up (:func:`burst_stall`), else ``error`` with the first
+    failure or ``client_bound`` with the stall."""
     plan: SendPlan | None = state.get("plan")
     records: dict[int, RequestRecord] = state.get("records", {})
     ids: dict[int, str] = state.get("ids", {})
-    reqs, recs = [], []
+    reqs, recs, timed = [], [], []
     for s in plan.sent if plan is not None else []:
         rec = records.get(s.index)
         if rec is None:
             continue
         recs.append(rec)
+        timed.append((rec.sent if s.released is None else s.released, rec))
         reqs.append(request_row(s, rec, ids.get(s.index), due=s.released))  # due when its slot freed: the wait is queue_ms
     ok = [r for r in reqs if r["outcome"] == "ok"]
     tail = burst_tail(recs)
@@ -124,5 +159,7 @@ def burst_point_rows(
         elif len(ok) < len(reqs):
             first = next((r["error"] or r["outcome"] for r in reqs if r["outcome"] != "ok"), "")
             status, reason = "error", f"{len(reqs) - len(ok)} of {len(reqs)} requests failed (first: {first})"
+        elif (monitor := state.get("monitor")) is not None and (stall := burst_stall(monitor.ticks, timed)):
+            status, reason = "client_bound", stall
     row.update(status=status, reason=reason)
     return row, reqs

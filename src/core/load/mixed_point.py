@@ -18,10 +18,11 @@ import anyio
 
 from infermatrix.core.config import MixedLoadConfig, RunConfig
 from infermatrix.core.contexts import format_context
-from infermatrix.core.load.openloop import LAG_FLOOR_MS, LAG_GAP_SHARE, Sent, percentile
+from infermatrix.core.load.openloop import Sent, percentile
 from infermatrix.core.load.point_send import output_tokens, request_row
+from infermatrix.core.load.stall import stalled
 from infermatrix.core.stream.client import encode_body, stream_request
-from infermatrix.core.stream.loop_lag import TICK_S, ClientMonitor
+from infermatrix.core.stream.loop_lag import ClientMonitor
 from infermatrix.core.types import Capacity, RequestRecord
 
 if TYPE_CHECKING:
@@ -184,18 +185,17 @@ def _ttft_ms(rec: RequestRecord | None) -> float | None:
 
 def client_stall(ticks: list[tuple[float, float]], prompts: list[RequestRecord]) -> str | None:
     """Why the point's timing is the client's, not the engine's (None: it is the engine's). While a prompt is in the
-    engine (send → first token) the client's event loop must not stall longer than max(``LAG_FLOOR_MS``,
-    ``LAG_GAP_SHARE`` × that prompt's TTFT): a loop that stalls L ms reads every chunk that arrived meanwhile L ms late,
-    so the prompt's TTFT and the decoders' gaps around it (the stall) may read up to L ms long. ``ticks``: the
-    monitor's (tick end, oversleep) pairs (core/stream/loop_lag.py). Measured: a real-engine point beside a full test
-    suite on two cores read a 1,319 ms stall for a 205 ms prompt evaluation (the client had read nothing for 1.2 s)."""
+    engine (send → first token) the client's event loop must not stall longer than that prompt's TTFT allows
+    (core/load/stall.py): a loop that stalls L ms reads every chunk that arrived meanwhile L ms late, so the prompt's
+    TTFT and the decoders' gaps around it (the stall) may read up to L ms long. ``ticks``: the monitor's (tick end,
+    oversleep) pairs (core/stream/loop_lag.py). Measured: a real-engine point beside a full test suite on two cores
+    read a 1,319 ms stall for a 205 ms prompt evaluation (the client had read nothing for 1.2 s)."""
     for rec in prompts:
         if rec.first_token is None:
             continue
-        ttft_ms = (rec.first_token - rec.sent) * 1000
-        lag_ms = max((lag * 1000 for end, lag in ticks if end > rec.sent and end - lag - TICK_S < rec.first_token), default=0.0)
-        bound = max(LAG_FLOOR_MS, LAG_GAP_SHARE * ttft_ms)
-        if lag_ms > bound:
+        found = stalled(ticks, rec.sent, rec.first_token)
+        if found:
+            lag_ms, ttft_ms, bound = found
             which = "the alone prompt" if rec.stream_index < 0 else f"prompt {rec.stream_index}"
             return (f"the client's event loop stalled {lag_ms:.0f} ms while {which} was in the engine (TTFT {ttft_ms:.0f} ms; "
                     f"bound {bound:.0f} ms): its TTFT and the stall around it may read that much long")  # fmt: skip

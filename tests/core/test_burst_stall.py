@@ -1,0 +1,48 @@
+"""A burst's client check (core/load/burst_point.py ``burst_stall``, on core/load/stall.py): a burst is the client's,
+not the engine's, when its event loop stalled longer than a request's TTFT or e2e allows while it was in flight."""
+
+from __future__ import annotations
+
+from infermatrix.core.load.burst_point import burst_stall
+from infermatrix.core.load.stall import stall_bound_ms, stall_ms
+from infermatrix.core.types import RequestRecord
+
+
+def _req(i: int, sent: float, first: float, ended: float, outcome: str = "ok") -> RequestRecord:
+    return RequestRecord(stream_index=i, seq=0, sent=sent, first_token=first, ended=ended, outcome=outcome)
+
+
+QUIET = [(t / 100, 0.002) for t in range(100, 400)]  # 2 ms oversleeps from 1 s to 4 s
+
+
+def test_the_bound_is_the_floor_or_a_tenth_of_the_latency():
+    assert (stall_bound_ms(100.0), stall_bound_ms(400.0), stall_bound_ms(1500.0)) == (25.0, 40.0, 150.0)
+    # a tick ending at 2.5 s that overslept 0.4 s covered 2.09-2.5 s: it overlaps (2.2, 2.3), not (1.0, 2.05)
+    assert stall_ms([(2.5, 0.4)], 2.2, 2.3) == 400.0 and stall_ms([(2.5, 0.4)], 1.0, 2.05) == 0.0
+
+
+def test_a_stall_that_holds_a_requests_end_makes_the_burst_the_clients():
+    # as the vLLM burst beside a burner in the client's session: 442 ms stalled in mid-decode
+    r4 = _req(4, 2.0, 2.03, 2.6)
+    assert burst_stall(QUIET, [(2.0, r4)]) is None
+    why = burst_stall([*QUIET, (2.55, 0.442)], [(2.0, r4)])
+    assert why and "stalled 442 ms while request 4 was in flight (e2e 600 ms; bound 60 ms)" in why, why
+    assert burst_stall([*QUIET, (2.55, 0.055)], [(2.0, r4)]) is None  # 55 ms: under a tenth of 600
+
+
+def test_a_stall_before_the_first_token_is_held_to_the_ttft():
+    r0 = _req(0, 1.0, 1.2, 3.0)  # TTFT 200 ms (bound 25), e2e 2,000 ms (bound 200)
+    why = burst_stall([*QUIET, (1.15, 0.1)], [(1.0, r0)])
+    assert why and "before request 0's first token (TTFT 200 ms; bound 25 ms)" in why, why
+    assert burst_stall([*QUIET, (2.5, 0.1)], [(1.0, r0)]) is None  # the same 100 ms in mid-decode: under 200
+
+
+def test_a_stall_between_a_freed_slot_and_the_send_counts_and_one_outside_every_request_does_not():
+    r1 = _req(1, 2.3, 2.32, 2.5)  # due at 2.0 when its slot freed, sent 300 ms late: its e2e from 2.0 is 500 ms
+    assert "while request 1 was in flight (e2e 500 ms; bound 50 ms)" in (burst_stall([*QUIET, (2.3, 0.29)], [(2.0, r1)]) or "")
+    assert burst_stall([*QUIET, (3.5, 0.4)], [(2.0, r1)]) is None  # after it ended
+
+
+def test_failed_requests_are_not_timed():
+    bad = _req(2, 1.0, 1.1, 1.5, outcome="reset")
+    assert burst_stall([*QUIET, (1.3, 0.3)], [(1.0, bad)]) is None
