@@ -15,9 +15,9 @@ covered); a solo module holds it exclusively from its first test to its last (wi
 run back to back on one worker). Writers win: each test first passes a *turnstile* that a solo test keeps
 closed while it waits and runs, so a solo test never starves behind a stream of shared ones. ``flock`` locks die with
 their process, so a crashed worker leaves nothing held. The solo modules run first, and shared tests wait until all of
-them have ended (the *solo phase*, bounded by SOLO_PHASE_MAX_S). Holding the machine also means outranking load from
-outside the suite: a solo module's worker runs at nice SOLO_NICE (where the user may raise priority) and so does every
-process it starts — the engine, its front end, the client (docs/performance.md, "Beside a CPU burner"). Without xdist
+them have ended (the *solo phase*, bounded by SOLO_PHASE_MAX_S). A solo module's worker also runs at nice SOLO_NICE
+(where the user may raise priority), and so does every process it starts: that ranks them above the rest of pytest's
+session, not above another session's load (see SOLO_NICE; docs/performance.md, "Beside a CPU burner"). Without xdist
 (``-n 0``, ``-p no:xdist``) this does nothing.
 """
 
@@ -40,9 +40,11 @@ from infermatrix.core.measure.priority import client_priority
 MARK = "solo"
 HOLDS = "holds"  # @pytest.mark.holds("ray"): modules holding the same name never run side by side
 REAL_ENGINES = ("vllm", "llamacpp")  # a real engine on CPU takes every core it finds: solo without saying so
-# A solo module's priority (inherited by what it starts). Beside a CPU burner at nice 0, vLLM's front end answered a burst
-# 58-107 ms a request behind vLLM's own e2e stamps (30 ms with the suite's other workers beside it): the burner took
-# its share of the cores the module was meant to hold. -10 is configs/vllm-cpu-tiny.toml's client_nice.
+# A solo module's priority (inherited by what it starts; -10 is configs/vllm-cpu-tiny.toml's client_nice). It ranks the
+# module's processes above the rest of pytest's *session* — idle workers, a burner started from the same shell — and no
+# further: with the kernel's autogroups (sched_autogroup_enabled = 1) sessions share the CPU as groups, and an engine
+# runs in a session of its own. Beside a burner in pytest's session a vLLM burst's client still waited up to 442 ms
+# on the run queue; the product now disowns such a burst (core/load/stall.py). docs/performance.md, "Beside a CPU burner".
 SOLO_NICE = -10
 
 

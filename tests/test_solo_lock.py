@@ -176,7 +176,7 @@ def _child_nice(*code: str) -> str:
 
 
 @pytest.mark.slow  # starts a process: the child that inherits the priority
-def test_a_solo_module_and_what_it_starts_outrank_load_from_outside(tmp_path):
+def test_a_solo_module_and_what_it_starts_run_at_the_solo_nice(tmp_path):
     """While a solo module holds the machine its worker, and so the engine and client it starts, run at SOLO_NICE (a CPU
     burner at nice 0 beside the suite slowed vLLM's front end 2-3 times over); after the module, the worker's own nice."""
     before = os.getpriority(os.PRIO_PROCESS, 0)
