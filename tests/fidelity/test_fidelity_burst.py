@@ -103,5 +103,5 @@ def test_a_burst_whose_client_was_held_off_its_cores_is_the_clients_and_the_serv
     assert b["status"] == "client_bound" and "the client's event loop stalled" in b["reason"], b
     reqs = result.query("SELECT request_id, e2e_sent_ms FROM point_requests WHERE run_id = ?", [result.run_id])
     excess = max(r["e2e_sent_ms"] - (truth[r["request_id"]]["finished"] - truth[r["request_id"]]["received"]) * 1000 for r in reqs)
-    stall_ms, bound_ms = (float(x) for x in re.search(r"stalled (\d+) ms .*bound (\d+) ms", b["reason"]).groups())
+    stall_ms, bound_ms = (float(x) for x in re.search(r"stalled (\d+) ms.*bound (\d+) ms", b["reason"]).groups())
     assert bound_ms < excess <= stall_ms + BURST_SPAN_MS, (excess, b["reason"])

@@ -19,7 +19,8 @@ from infermatrix.core.config import BurstLoadConfig, RunConfig
 from infermatrix.core.contexts import format_context
 from infermatrix.core.load.openloop import SendPlan, percentile
 from infermatrix.core.load.point_send import output_tokens, request_row, send_point
-from infermatrix.core.load.stall import stalled
+from infermatrix.core.load.stall import stall_bound_ms
+from infermatrix.core.measure.selfcheck import held_at_ms, usual_lag_s
 from infermatrix.core.stream.client import encode_body
 from infermatrix.core.stream.loop_lag import ClientMonitor
 from infermatrix.core.types import RequestRecord
@@ -65,25 +66,25 @@ async def measure_burst_point(rc: RunContext, index: int, lc: BurstLoadConfig, s
 
 
 def burst_stall(ticks: list[tuple[float, float]], requests: list[tuple[float, RequestRecord]]) -> str | None:
-    """Why the burst's timing is the client's, not the engine's (None: it is the engine's): its event loop stalled
-    longer than a request's TTFT, or its e2e from the moment its slot freed, allows (core/load/stall.py) while that
-    request was in flight. A stall there reads the request's chunks late, and one that holds its end frees the next
-    slot late, so the burst's span and rates read long too. ``requests``: (when each was due, its record). Measured:
-    beside a CPU burner in the same session, a client waited 442 ms on the run queue in mid-burst and its point was
-    stored ``valid`` before this check (docs/performance.md, "Beside a CPU burner")."""
+    """Why the burst's timing is the client's, not the engine's (None: it is the engine's): a stall of its event loop
+    held a stamp a burst number is timed by — a request's first token longer than its TTFT allows, or its send or end
+    longer than its e2e (from the moment its slot freed) allows (core/load/stall.py). A held end also frees the next slot
+    late, so the burst's span and rates read long with it. A stamp's hold is the cell verdict's: the stall's oversleep
+    beyond the loop's usual one (measure/selfcheck.py ``held_at_ms``). ``requests``: (when each was due, its record).
+    Measured: beside a CPU burner in the same session, a client waited 442 ms on the run queue in mid-burst, read whole
+    streams at their end, and its point was stored ``valid`` before this check (docs/performance.md)."""
+    usual = usual_lag_s(ticks)
     for due, rec in requests:
         if rec.outcome != "ok" or rec.first_token is None or rec.ended is None:
             continue
-        found = stalled(ticks, rec.sent, rec.first_token)
-        if found:
-            lag_ms, ttft_ms, bound = found
-            return (f"the client's event loop stalled {lag_ms:.0f} ms before request {rec.stream_index}'s first token (TTFT "
-                    f"{ttft_ms:.0f} ms; bound {bound:.0f} ms): its TTFT may read that much long")  # fmt: skip
-        found = stalled(ticks, min(due, rec.sent), rec.ended)
-        if found:
-            lag_ms, e2e_ms, bound = found
-            return (f"the client's event loop stalled {lag_ms:.0f} ms while request {rec.stream_index} was in flight (e2e "
-                    f"{e2e_ms:.0f} ms; bound {bound:.0f} ms): its e2e and the burst's span may read that much long")  # fmt: skip
+        e2e = (rec.ended - min(due, rec.sent)) * 1000
+        for stamp, what, which, latency in ((rec.sent, "send", "e2e", e2e), (rec.first_token, "first token", "TTFT", (rec.first_token - rec.sent) * 1000),
+                                            (rec.ended, "end", "e2e", e2e)):  # fmt: skip
+            held = held_at_ms(ticks, stamp, usual)
+            if held > (bound := stall_bound_ms(latency)):
+                effect = "its TTFT" if which == "TTFT" else "its e2e and the burst's span"
+                return (f"the client's event loop stalled {held:.0f} ms, holding request {rec.stream_index}'s {what} ({which} "
+                        f"{latency:.0f} ms; bound {bound:.0f} ms): {effect} may read that much long")  # fmt: skip
     return None
 
 

@@ -1,11 +1,14 @@
-"""Did the client's own event loop hold a point's stamps? The read-stall check of the points that time requests one by
-one (interference points: their prompts' TTFT; bursts: every request's TTFT and e2e). docs/metrics.md, "Client check".
+"""Did the client's own event loop hold a point's timing? The bound of the read-stall checks of the points that time
+requests one by one (docs/metrics.md, "Client check"), and the interference point's reading of the stall.
 
-A loop that stalls L ms reads every chunk that arrived meanwhile L ms late, so a latency whose interval the stall
-overlaps may read up to L ms long. Where L exceeds max(``LAG_FLOOR_MS``, ``LAG_GAP_SHARE`` × that latency) — the same
-floor and share as a rate point's schedule lag (core/load/openloop.py) — the point is ``client_bound``: the client,
-not the engine, set that number. The loop is sampled by the 10 ms sleeper every reading process runs
-(core/stream/loop_lag.py); ``ticks`` are its (tick end, oversleep) pairs.
+A loop that stalls L ms reads every chunk that arrived meanwhile L ms late. Where L exceeds max(``LAG_FLOOR_MS``,
+``LAG_GAP_SHARE`` × the latency it may lengthen) — the same floor and share as a rate point's schedule lag
+(core/load/openloop.py) — the point is ``client_bound``: the client, not the engine, set that number. What L is
+depends on what the point reports: an interference point's decoder gaps run through the whole time a prompt is in the
+engine, so any stall overlapping it counts (:func:`stalled`); a burst's numbers are stamps (first token, end), so only
+a stall that held one counts (``burst_point.burst_stall``, with the cell verdict's ``held_at_ms``). The loop is
+sampled by the 10 ms sleeper every reading process runs (core/stream/loop_lag.py); ``ticks`` are its (tick end,
+oversleep) pairs.
 """
 
 from __future__ import annotations
