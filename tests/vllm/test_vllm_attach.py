@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import secrets
+import tempfile
+import time
+from pathlib import Path
 
 import anyio
 import duckdb
@@ -51,14 +54,20 @@ def server(vllm_python, tiny_model, tmp_path_factory):
             await engine.wait_ready(client, 600)
             return await engine.describe(client)
 
+    launched = time.time()
     try:
         info = anyio.run(up)
         yield engine, info, key, workdir
     finally:
         pid = engine.child.pid if engine.child else None
+        rpc_dir = engine.rpc_dir
         anyio.run(engine.stop)
         mp.undo()
         assert processes_using(str(tiny_model)) == []
+        # vLLM's sockets went to the launch's own directory, and it went with the server: none left in the temp dir
+        assert rpc_dir is not None and not rpc_dir.exists() and engine.rpc_dir is None
+        tmp = Path(tempfile.gettempdir())
+        assert [p.name for p in tmp.iterdir() if p.is_socket() and p.lstat().st_mtime >= launched] == []
         assert pid is None or not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
@@ -71,6 +80,8 @@ def test_plugin_lifecycle_and_description(server):
     assert info.extra["max_num_seqs"] == 4 and info.extra["kv_cache_log"]["device"] == "CPU"
     assert "--api-key <redacted>" in info.launch_command and key not in info.launch_command
     assert key not in engine.log_path.read_text()  # vLLM prints its args; the key shows as ***
+    rpc = engine.rpc_dir  # vLLM's ZeroMQ sockets: in a directory of the launch's own (the plugin's RPC_DIR_VAR)
+    assert rpc is not None and rpc.parent == Path(tempfile.gettempdir()) and any(p.is_socket() for p in rpc.iterdir()), rpc
 
 
 def test_shared_prefix_reuse_beside_vllms_own_counters(server, tmp_path) -> None:

@@ -7,6 +7,8 @@ Imports stay light (no vLLM here: it runs in its own environment, started as a c
 from __future__ import annotations
 
 import ipaddress
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,6 +40,11 @@ from infermatrix.plugins.vllm.describe import (
 )
 
 __all__ = ["VllmEngine", "VllmEngineConfig", "VLLM_TRAITS", "vllm_capacity", "capacity_from_metrics", "register_engines"]
+
+# vLLM's processes talk over ZeroMQ sockets it names ``$VLLM_RPC_BASE_PATH/<uuid>`` (default: the temp directory) and
+# leaves behind when its processes are stopped: ~100 an hour of test runs piled up in /tmp. Each launch gets a
+# directory of its own, removed with the server. Short, under the temp directory: a Unix socket's path has 107 bytes.
+RPC_DIR_VAR = "VLLM_RPC_BASE_PATH"
 
 REPOSITORY = "github.com/vllm-project/vllm"
 CACHE_CONFIG = "vllm:cache_config_info"
@@ -98,6 +105,7 @@ class VllmEngine(LaunchedEngine):
         super().__init__(config, workdir, host=config.host, port=config.port)
         self.config: VllmEngineConfig = config
         self.info: EngineInfo | None = None  # describe()'s answer, which read_capacity reads
+        self.rpc_dir: Path | None = None  # this launch's directory for vLLM's sockets (RPC_DIR_VAR), removed on stop
 
     # ---- launching ------------------------------------------------------------------------
 
@@ -117,7 +125,35 @@ class VllmEngine(LaunchedEngine):
         return argv + c.args.flags("after_host")
 
     def env(self) -> dict[str, str]:
-        return dict(self.config.env)
+        env = dict(self.config.env)
+        if self.rpc_dir is not None:
+            env.setdefault(RPC_DIR_VAR, str(self.rpc_dir))
+        return env
+
+    async def start(self) -> None:
+        if not self.attach and RPC_DIR_VAR not in self.config.env:
+            self._drop_rpc_dir()  # a restart's launch gets a fresh one
+            self.rpc_dir = Path(tempfile.mkdtemp(prefix="imx-vllm-"))
+        try:
+            await super().start()
+        except BaseException:
+            self._drop_rpc_dir()
+            raise
+
+    async def stop(self) -> None:
+        try:
+            await super().stop()
+        finally:
+            self._drop_rpc_dir()
+
+    def kill(self) -> None:
+        super().kill()
+        self._drop_rpc_dir()
+
+    def _drop_rpc_dir(self) -> None:
+        if self.rpc_dir is not None:
+            shutil.rmtree(self.rpc_dir, ignore_errors=True)
+            self.rpc_dir = None
 
     def log_text(self) -> str:
         if self.attach:
