@@ -47,3 +47,11 @@ def test_a_stall_that_holds_the_send_after_the_slot_freed_counts_in_the_e2e():
 def test_failed_requests_are_not_timed():
     bad = _req(2, 1.0, 1.1, 1.5, outcome="reset")
     assert burst_stall([*QUIET, (1.5, 0.3)], [(1.0, bad)]) is None
+
+
+def test_a_loop_late_all_along_makes_the_burst_the_clients_though_no_single_stall_stands_out():
+    r0 = _req(0, 1.0, 1.2, 3.0)
+    late = [(t / 100, 0.03) for t in range(100, 400)]  # every tick 30 ms late: the usual lag forgives each hold
+    why = burst_stall(late, [(1.0, r0)])
+    assert why and "stalled 30 ms or more in one tick of ten through the burst (bound 25 ms)" in why, why
+    assert burst_stall([(t / 100, 0.02) for t in range(100, 400)], [(1.0, r0)]) is None  # 20 ms: under the floor

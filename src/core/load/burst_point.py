@@ -74,6 +74,12 @@ def burst_stall(ticks: list[tuple[float, float]], requests: list[tuple[float, Re
     Measured: beside a CPU burner in the same session, a client waited 442 ms on the run queue in mid-burst, read whole
     streams at their end, and its point was stored ``valid`` before this check (docs/performance.md)."""
     usual = usual_lag_s(ticks)
+    if usual * 1000 > (floor := stall_bound_ms(0.0)):
+        # A loop this late all along is behind everywhere: a hold is counted beyond the usual lag (which cancels in a
+        # span), and when the usual lag is itself long nothing would be charged. Seen beside a CPU burner: slots freed
+        # 144-169 ms after the requests that held them ended, streams read whole at their end, and no single hold.
+        return (f"the client's event loop stalled {usual * 1000:.0f} ms or more in one tick of ten through the burst "
+                f"(bound {floor:.0f} ms): every stamp may read that much late")  # fmt: skip
     for due, rec in requests:
         if rec.outcome != "ok" or rec.first_token is None or rec.ended is None:
             continue
