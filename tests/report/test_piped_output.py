@@ -113,9 +113,11 @@ def test_run_prints_its_report_whole(tmp_path):
         frontier = s.query("SELECT tps_per_gpu, usd_per_mtok, usd_per_mtok_total FROM frontier")[1]
         ((status,),) = s.query("SELECT status FROM cells")[1]
     assert [ln for ln in text.splitlines() if "…" in ln] == []  # the lines themselves, should one be cut (seen once under load)
-    assert f"SLO {SLO}" in text.splitlines() and f"run id: {rid}  ·  database: {db}" in text
-    # The frontier holds valid cells only; on a starved machine the one 2 s cell can be judged client_bound
-    # (the verdict's business, tested elsewhere), and then there is no frontier row to print: what is stored decides.
+    assert f"run id: {rid}  ·  database: {db}" in text
+    # The SLO and the frontier judge valid cells only; on a starved machine the one 2 s cell can be judged
+    # client_bound (the verdict's business, tested elsewhere), and then there is no SLO table and no frontier row to
+    # print (seen in CI): what is stored decides.
+    assert (f"SLO {SLO}" in text.splitlines()) == (status == "valid"), status
     assert len(frontier) == (1 if status == "valid" else 0), (status, frontier)
     for gpu, usd, usd_total in frontier:  # the frontier row whole: tok/s per GPU and both costs on the 1K × 1 line
         assert any(ln.split()[:3] == ["1K", "1", fmt_tps(gpu)] and ln.split()[-2:] == [fmt_usd(usd), fmt_usd(usd_total)]
