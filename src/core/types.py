@@ -218,7 +218,7 @@ class PrefillResult:
     prompt_tokens: int | None
     ttft_ms: float | None
     prompt_tps: float | None
-    status: str = "valid"  # valid | error | over_capacity | interrupted
+    status: str = "valid"  # valid | client_bound | error | over_capacity | interrupted
     reason: str | None = None
     samples: list[PrefillSample] = field(default_factory=list)  # every probe sent, throwaway first
     engine_counters: dict[str, Any] | None = None  # the engine's counters over the cold probes (measure/engine_stats.py)

@@ -48,10 +48,16 @@ def test_three_probes_give_each_point_an_interval_around_their_centre():
     result, truth = _run(3)
     by_id = {r["request_id"]: r for r in truth["requests"] if r.get("request_id")}
     ivs = {(r["context_tokens"], r["metric"]): r for r in result.query("SELECT * FROM prefill_intervals WHERE run_id = ?", [result.run_id])}
-    assert set(ivs) == {(c, m) for c in CONTEXTS for m in ("ttft_ms", "prompt_tps")}
-    for point in result.query("SELECT * FROM prefill_list WHERE run_id = ?", [result.run_id]):
+    # One row per valid point; a point whose client held too many probes is client_bound (run/prefill.py), has none,
+    # and says why (bars.judged, as the fidelity tests): on a loaded machine a 20 ms probe can be held 3 ms.
+    points = result.query("SELECT context_tokens, status, reason FROM prefill WHERE run_id = ?", [result.run_id])
+    valid = [p["context_tokens"] for p in points if p["status"] == "valid"]
+    assert valid and all(p["status"] == "valid" or p["reason"].startswith("the client's event loop held") for p in points), points
+    assert set(ivs) == {(c, m) for c in valid for m in ("ttft_ms", "prompt_tps")}
+    for point in result.query("SELECT * FROM prefill_list WHERE run_id = ? AND status = 'valid'", [result.run_id]):
         ctx = point["context_tokens"]
-        kept = result.query("SELECT * FROM prefill_samples WHERE run_id = ? AND context_tokens = ? AND NOT throwaway", [result.run_id, ctx])
+        kept = result.query("SELECT * FROM prefill_samples WHERE run_id = ? AND context_tokens = ? AND NOT throwaway AND outcome = 'ok'",
+                            [result.run_id, ctx])  # fmt: skip  (a probe the client's loop held is not in the point: run/prefill.py)
         # The stored probes are the sim's: each one it served cold, max_tokens 1, the prompt it counted, its first
         # token emitted before the client stamped it (one clock: both processes read CLOCK_MONOTONIC).
         for s in kept:
@@ -71,16 +77,18 @@ def test_three_probes_give_each_point_an_interval_around_their_centre():
         assert math.isclose(tps["lo"], point["prompt_tokens"] * 1000 / ttft["hi"]) and math.isclose(tps["hi"], point["prompt_tokens"] * 1000 / ttft["lo"])
     _, md, js = _report(result)
     rows = _prefill_rows(md)
-    assert len(rows) == 2 * len(CONTEXTS) and all(row.count("±") == 2 for row in rows), rows  # Prefill and All measurements
+    assert len(rows) == 2 * len(CONTEXTS) and sum(row.count("±") == 2 for row in rows) == 2 * len(valid), rows  # Prefill and All measurements
     assert PM_CAPTION in md
-    for p in js["prefill"]:
+    for p in (p for p in js["prefill"] if p["context_tokens"] in valid):
         assert p["intervals"]["ttft_ms"]["lo"] == ivs[(p["context_tokens"], "ttft_ms")]["lo"] and p["intervals"]["prompt_tps"]["n"] == 3
 
 
 def test_one_probe_per_point_stores_null_bounds_and_reports_show_no_plus_minus():
     result, _ = _run(1)
     rows = result.query("SELECT * FROM prefill_intervals WHERE run_id = ?", [result.run_id])
-    assert len(rows) == 2 * len(CONTEXTS) and all(r["lo"] is None and r["hi"] is None and r["n"] == 1 for r in rows), rows
+    valid = [p["context_tokens"] for p in result.query("SELECT context_tokens FROM prefill WHERE run_id = ? AND status = 'valid'", [result.run_id])]
+    assert valid and len(rows) == 2 * len(valid) and all(r["lo"] is None and r["hi"] is None and r["n"] == 1 for r in rows), rows
     _, md, js = _report(result)
     assert not any("±" in row for row in _prefill_rows(md)) and PM_CAPTION not in md
-    assert all(p["intervals"]["ttft_ms"] == {"lo": None, "hi": None, "method": "n=1: too few values for an interval", "n": 1} for p in js["prefill"])
+    assert all(p["intervals"]["ttft_ms"] == {"lo": None, "hi": None, "method": "n=1: too few values for an interval", "n": 1}
+               for p in js["prefill"] if p["context_tokens"] in valid)  # fmt: skip

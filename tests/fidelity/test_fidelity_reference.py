@@ -98,8 +98,8 @@ def test_subset_reproduces_reference_within_ten_percent(rehearsal):
     assert len(rows) == len(CELLS.split(",")) + len(PREFILL.split(","))
     for (kind, ctx, n), r in rows.items():
         where = f"{kind} {ctx} x {n}: {r}"
-        if kind == "prefill":
-            assert r["status"] == "valid", where
+        if kind == "prefill":  # client_bound: the client held too many probes (run/prefill.py); still measured, still compared
+            assert r["status"] in ("valid", "client_bound"), where
             assert abs(r["ttft_ratio"] - 1) <= REFERENCE_FIT and abs(r["tps_ratio"] - 1) <= REFERENCE_FIT, where
             continue
         expected = ref.cells[(int(ctx[:-1]) * 1024, n)]

@@ -112,10 +112,12 @@ def test_measured_cells_have_numbers_counted_by_the_server(run, db):
 
 
 def test_prefill_probes_hit_their_lengths(run, db):
-    rows = db.execute("SELECT context_tokens, prompt_tokens, prompt_tps, ttft_ms, status FROM prefill_list").fetchall()
+    rows = db.execute("SELECT context_tokens, prompt_tokens, prompt_tps, ttft_ms, status, reason FROM prefill").fetchall()
     assert sorted(r[0] for r in rows) == [256, 1024, 2048]
-    for ctx, prompt, tps, ttft, status in rows:
-        assert status == "valid", (ctx, status, db.execute("SELECT reason FROM prefill WHERE context_tokens = ?", [ctx]).fetchone())
+    for ctx, prompt, tps, ttft, status, reason in rows:
+        # valid, or disowned because the client's own loop held too many probes (run/prefill.py; seen beside a CPU
+        # burner on the 12 ms 256-token probes): its lengths are the engine's all the same
+        assert status == "valid" or (status == "client_bound" and reason.startswith("the client's event loop held")), (ctx, status, reason)
         assert abs(prompt - ctx) <= prompt_tolerance(ctx) and tps > 0 and ttft > 0
 
 

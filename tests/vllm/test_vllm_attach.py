@@ -126,7 +126,7 @@ def test_cli_attached_chat_run_marks_real_loops(server, tmp_path):
                        con.execute("SELECT launch_command, engine_extra, kv_tokens, max_seqs, api FROM runs").fetchone()))  # fmt: skip
         cells = con.execute("SELECT concurrency, status, reason FROM cells ORDER BY concurrency").fetchall()
         evidence = con.execute("SELECT loop_evidence, text FROM requests WHERE looped LIMIT 1").fetchone()
-        prefill = con.execute("SELECT status, prompt_tokens FROM prefill_list").fetchone()
+        prefill = con.execute("SELECT status, prompt_tokens, reason FROM prefill").fetchone()
     finally:
         con.close()
     extra = json.loads(run["engine_extra"]) if isinstance(run["engine_extra"], str) else run["engine_extra"]
@@ -136,7 +136,8 @@ def test_cli_attached_chat_run_marks_real_loops(server, tmp_path):
     assert run["max_seqs"] is None  # attached, there is no command line to read --max-num-seqs from
     assert [c[:2] for c in cells] == [(1, "looped"), (2, "looped")], cells
     assert evidence is not None and evidence[1], "a looped request keeps its text as evidence"
-    assert prefill[0] == "valid" and abs(prefill[1] - 256) <= 16  # chat template counted by /tokenize
+    assert abs(prefill[1] - 256) <= 16  # chat template counted by /tokenize
+    assert prefill[0] == "valid" or (prefill[0] == "client_bound" and prefill[2].startswith("the client's event loop held")), prefill
 
 
 def test_cli_without_engine_recognises_vllm(server, tmp_path):

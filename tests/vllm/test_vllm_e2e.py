@@ -107,10 +107,12 @@ def test_measured_cells_have_real_numbers(run, db):
 
 
 def test_prefill_probes_hit_their_lengths(run, db):
-    rows = db.execute("SELECT context_tokens, prompt_tokens, prompt_tps, ttft_ms, status FROM prefill_list").fetchall()
+    rows = db.execute("SELECT context_tokens, prompt_tokens, prompt_tps, ttft_ms, status, reason FROM prefill").fetchall()
     assert sorted(r[0] for r in rows) == [256, 1024, 2048]
-    for ctx, prompt, tps, ttft, status in rows:
-        assert status == "valid" and abs(prompt - ctx) <= prompt_tolerance(ctx) and tps > 0 and ttft > 0
+    for ctx, prompt, tps, ttft, status, reason in rows:
+        # valid, or disowned because the client's own loop held too many probes (run/prefill.py): lengths hold either way
+        assert status == "valid" or (status == "client_bound" and reason.startswith("the client's event loop held")), (ctx, status, reason)
+        assert abs(prompt - ctx) <= prompt_tolerance(ctx) and tps > 0 and ttft > 0
 
 
 def test_requests_stored_with_server_token_counts(run, db):

@@ -121,6 +121,7 @@ class ReportData:
     # a cell of K >= 2 repeats: metric -> its cell_intervals row's repeats, sd, window_lo, window_hi, noisier
     spreads: dict[tuple[int, int], dict[str, dict[str, Any]]] = field(default_factory=dict)
     prefill_intervals: PrefillIntervals = field(default_factory=dict)  # each valid prefill point's (prefill_intervals)
+    prefill_reasons: dict[int, str] = field(default_factory=dict)  # context tokens -> why the prefill point has its status
     # per decode cell: {"engine": its engine_cells row, "gpu": its gpu_cells row, "timeline": metric -> [(s, value)]},
     # each absent where nothing was read (docs/telemetry.md)
     telemetry: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
@@ -286,5 +287,7 @@ def load_report(store: Store, run_id: str | None) -> ReportData:
         intervals=load_intervals(store, run_id),
         spreads=load_spreads(store, run_id),
         prefill_intervals=load_prefill_intervals(store, run_id),
+        prefill_reasons={r["context_tokens"]: r["reason"] for r in view_rows(
+            store, "SELECT context_tokens, reason FROM prefill WHERE run_id = ? AND reason IS NOT NULL", [run_id])},  # fmt: skip
         telemetry=load_telemetry(store, run_id),
     )

@@ -37,6 +37,7 @@ __all__ = [
     "long_rows",
     "legend_lines",
     "cell_notes",
+    "prefill_notes",
     "LONG_NOTE",
     "DOUBTFUL_MARK",
     "DOUBTFUL_NOTE",
@@ -399,9 +400,18 @@ def cell_notes(d: ReportData) -> list[str]:
     for r in d.decode:
         if r["status"] == "valid":
             notes.extend(f"{r['context_label']} × {r['concurrency']}: {n}" for n in flag_notes(d, r))
+    return notes
+
+
+def prefill_notes(d: ReportData) -> list[str]:
+    """Why prefill points are not valid, one line each, with the reason the run stored (an over-capacity point's
+    status says it all)."""
+    notes = []
     for p in d.prefill:
         if p["status"] not in ("valid", "over_capacity"):
-            notes.append(f"Prefill {p['context_label']}: {status_label(p['status'])}")
+            reason = d.prefill_reasons.get(p["context_tokens"])
+            line = f"{p['context_label']}: {status_label(p['status'])}"
+            notes.append(f"{line} — {reason}" if reason else line)
     return notes
 
 

@@ -10,6 +10,12 @@ request goes over a keep-alive connection that an empty request just used (no co
 and the clock starts when the request is handed to its connection (``stream_request``). What remains — the
 transport both ways and both event loops — is measured, not subtracted: ``client_overhead_ms``, the
 median round trip of that empty request (``GET /v1/models``), stored per run.
+
+What the client's own event loop adds is checked, probe by probe (docs/metrics.md, "Prefill list"): a stall that held
+a probe's send or its first-token read lengthened its TTFT by the stall, whole. Such a probe is *held*
+(:func:`probe_hold_ms` past :func:`probe_hold_bound_ms`): kept in ``prefill_samples`` with its reason, not in the
+median, and another cold probe is sent in its place, at most ``REPLACEMENTS`` × ``prefill_samples`` more; a point still short of
+``prefill_samples`` unheld probes is ``client_bound``.
 """
 
 from __future__ import annotations
@@ -19,17 +25,30 @@ import statistics
 import time
 from typing import Any, Awaitable, Callable
 
+import anyio
 import httpx
 
 from infermatrix.core.intervals import Interval, median_interval
 from infermatrix.core.measure.cell import CellRunner
 from infermatrix.core.measure.engine_stats import counter_deltas
+from infermatrix.core.measure.selfcheck import held_at_ms
+from infermatrix.core.stream.loop_lag import TICK_S, ClientMonitor
 from infermatrix.core.run.planning import prefill_target
 from infermatrix.core.types import PrefillResult, PrefillSample
 
-__all__ = ["probe_prefill", "prefill_point", "prefill_intervals", "round_trip_ms", "RTT_PATH"]
+__all__ = ["probe_prefill", "prefill_point", "prefill_intervals", "round_trip_ms", "probe_hold_ms", "probe_hold_bound_ms",
+           "RTT_PATH", "HOLD_FLOOR_MS", "HOLD_SHARE", "HELD", "REPLACEMENTS"]  # fmt: skip
 
 RTT_PATH = "/v1/models"  # the one request every OpenAI-compatible server answers, with no work behind it
+# A held probe: a stall of the client's loop past max(HOLD_FLOOR_MS, HOLD_SHARE x its TTFT) at its send or first token.
+# The floor is above an idle loop's own oversleep of its 10 ms tick (the selector waits in whole ms: ~1.1 ms at most);
+# the share keeps the client's part of a kept probe's TTFT to about a percent (docs/metrics.md, "Prefill list").
+HOLD_FLOOR_MS = 3.0
+HOLD_SHARE = 0.01
+HELD = "held"  # a held probe's outcome starts with this; an unheld one's is "ok"
+# Replacements for held probes, per kept probe asked for: beside a CPU burner 18 of 46 probes were held (real engines,
+# 12-225 ms TTFTs), and three cold probes per kept one leave a point short of them about 2 % of the time there.
+REPLACEMENTS = 2
 
 
 async def round_trip_ms(client: httpx.AsyncClient, base_url: str, headers: dict[str, str]) -> float | None:
@@ -53,43 +72,95 @@ async def probe_prefill(runner: CellRunner, workload: Any, ctx: int, max_model_l
     if on_phase is not None:
         on_phase("prompts", None)
     k = runner.matrix.prefill_samples
-    # Never-seen prefixes, so nothing of them is in the prefix cache: cold requests. A random nonce comes first in
-    # the key, so probes of one length differ from their first KV block on (a prefix cache matches whole blocks).
-    prompts = [await workload.prompt(target, f"{secrets.token_hex(4)}/{run_id}/prefill/{ctx}/{i}", distinct=True) for i in range(k + 1)]
+
+    def prompt(i: int) -> Awaitable[Any]:
+        # Never-seen prefixes, so nothing of them is in the prefix cache: cold requests. A random nonce comes first in
+        # the key, so probes of one length differ from their first KV block on (a prefix cache matches whole blocks).
+        return workload.prompt(target, f"{secrets.token_hex(4)}/{run_id}/prefill/{ctx}/{i}", distinct=True)
+
+    prompts = [await prompt(i) for i in range(k + 1)]
     samples: list[PrefillSample] = []
-    before = None
-    for i, prompt in enumerate(prompts):
-        if i == 1:  # the engine's counters around the cold probes (not the throwaway): prefix-cache hits should be ~0
-            before = await runner.gauges.read()
-        if on_phase is not None:
-            on_phase(f"prefill {i}/{k}" if i else "prefill (throwaway)", None)
-        if reset is not None:
-            await reset()
-        rtt = await round_trip_ms(runner.client, runner.base_url, runner.headers)
-        if rtt is not None:
-            rtts.append(rtt)
-        rec = await runner.one_shot(prompt, 1, kind="prefill", seq=i)
-        ok = rec.outcome == "ok" and rec.ttft_s is not None
-        samples.append(PrefillSample(
-            sample_no=i, throwaway=i == 0, request_id=runner.request_id("prefill", prompt.tokens, 1, 0, i),
-            prompt_tokens=rec.prompt_tokens if rec.prompt_tokens is not None else prompt.tokens,
-            ttft_ms=rec.ttft_s * 1000.0 if ok and rec.ttft_s is not None else None, sent=rec.sent, first_token=rec.first_token,
-            outcome=rec.outcome if ok else (rec.error or ("no first token" if rec.outcome in ("ok", None) else rec.outcome)),
-        ))  # fmt: skip
-        if not ok:
-            break  # a failed probe: the point is an error, no need to send the rest
+    monitor = ClientMonitor()
+    async with anyio.create_task_group() as watch:  # the client's loop, watched through every probe
+        watch.start_soon(monitor.sample)
+        try:
+            before = await _send_probes(runner, prompts, prompt, k, samples, monitor, rtts, on_phase, reset)
+        finally:
+            watch.cancel_scope.cancel()
     counters = counter_deltas(runner.traits.metrics, before, await runner.gauges.read() if before is not None else None)
-    kept = [s for s in samples if not s.throwaway and s.ttft_ms is not None]
-    if len(kept) < k:
-        failed = next((s for s in samples if s.ttft_ms is None), None)
-        why = failed.outcome if failed is not None else "no first token"
+    kept = [s for s in samples if not s.throwaway and s.outcome == "ok"]
+    failed = next((s for s in samples if s.ttft_ms is None), None)
+    if failed is not None:
         return PrefillResult(context_tokens=ctx, prompt_tokens=samples[-1].prompt_tokens, ttft_ms=None, prompt_tps=None,
-                             status="error", reason=why, samples=samples, engine_counters=counters)  # fmt: skip
+                             status="error", reason=failed.outcome, samples=samples, engine_counters=counters)  # fmt: skip
+    if len(kept) < k:  # every probe answered, too many of them held by the client: its number, not the engine's
+        held = [s for s in samples if not s.throwaway and s.outcome != "ok"]
+        measured = [s for s in samples if not s.throwaway]
+        tokens, ttft_ms, prompt_tps = prefill_point(measured, target)
+        why = (f"the client's event loop held {len(held)} of {len(measured)} cold probes' send or first token past their "
+               f"bound ({held[0].outcome}): its TTFTs are the client's, not the engine's")  # fmt: skip
+        return PrefillResult(context_tokens=ctx, prompt_tokens=tokens, ttft_ms=ttft_ms, prompt_tps=prompt_tps,
+                             status="client_bound", reason=why, samples=samples, engine_counters=counters)  # fmt: skip
     tokens, ttft_ms, prompt_tps = prefill_point(kept, target)
     runner.prefill_rates.add(ctx, tokens, ttft_ms / 1000.0)
     return PrefillResult(context_tokens=ctx, prompt_tokens=tokens, ttft_ms=ttft_ms, prompt_tps=prompt_tps,
                          status="valid", reason=note, samples=samples, engine_counters=counters,
                          intervals=prefill_intervals(kept, tokens, ttft_ms))  # fmt: skip
+
+
+async def _send_probes(runner: CellRunner, prompts: list[Any], new_prompt: Callable[[int], Awaitable[Any]], k: int,
+                       samples: list[PrefillSample], monitor: ClientMonitor, rtts: list[float], on_phase: Any, reset: Callable[[], Awaitable[Any]] | None) -> Any:  # fmt: skip
+    """Send the throwaway and the cold probes one at a time into ``samples``, a held one replaced by a new cold probe
+    (at most ``REPLACEMENTS * k`` of them), until ``k`` are unheld, one fails or the replacements run out; returns the engine's
+    counters read before the first cold probe."""
+    before = None
+    i = 0
+    while True:
+        unheld = sum(1 for s in samples if not s.throwaway and s.outcome == "ok")
+        if unheld >= k or unheld + (1 + REPLACEMENTS) * k - max(i, 1) + 1 < k:  # enough, or no longer reachable
+            return before
+        if i >= len(prompts):  # a replacement for a held probe: another never-seen prompt
+            prompts.append(await new_prompt(i))
+        if i == 1:  # the engine's counters around the cold probes (not the throwaway): prefix-cache hits should be ~0
+            before = await runner.gauges.read()
+        if on_phase is not None:
+            on_phase(f"prefill {unheld + 1}/{k}" if i else "prefill (throwaway)", None)
+        if reset is not None:
+            await reset()
+        rtt = await round_trip_ms(runner.client, runner.base_url, runner.headers)
+        if rtt is not None:
+            rtts.append(rtt)
+        prompt = prompts[i]
+        rec = await runner.one_shot(prompt, 1, kind="prefill", seq=i)
+        ok = rec.outcome == "ok" and rec.ttft_s is not None
+        outcome = rec.outcome if ok else (rec.error or ("no first token" if rec.outcome in ("ok", None) else rec.outcome))
+        if ok and rec.first_token is not None:
+            await anyio.sleep(TICK_S * 2)  # the ticks that tell whether the first token's read was held end within a tick of it
+            hold, bound = probe_hold_ms(monitor.ticks, rec.sent, rec.first_token), probe_hold_bound_ms(rec.ttft_s * 1000.0)
+            if hold > bound:
+                outcome = f"{HELD}: the client's event loop stalled {hold:.1f} ms at its send or first token (bound {bound:.1f} ms)"
+        samples.append(PrefillSample(
+            sample_no=i, throwaway=i == 0, request_id=runner.request_id("prefill", prompt.tokens, 1, 0, i),
+            prompt_tokens=rec.prompt_tokens if rec.prompt_tokens is not None else prompt.tokens,
+            ttft_ms=rec.ttft_s * 1000.0 if ok and rec.ttft_s is not None else None, sent=rec.sent, first_token=rec.first_token,
+            outcome=outcome,
+        ))  # fmt: skip
+        if not ok:
+            return before  # a failed probe: the point is an error, no need to send the rest
+        i += 1
+
+
+def probe_hold_ms(ticks: list[tuple[float, float]], sent: float, first_token: float) -> float:
+    """How long a stall of the client's loop may have lengthened a probe's TTFT, in ms: the longest oversleep of a tick
+    due within one tick after the send (a stall there may hold the request's write) or one that held the first token's
+    read (``held_at_ms``). A lone probe's loop is idle, so no usual lag cancels: the send is stamped by running code."""
+    at_send = max((lag for end, lag in ticks if end > sent and end - lag <= sent + TICK_S), default=0.0)
+    return max(at_send * 1000.0, held_at_ms(ticks, first_token, 0.0))
+
+
+def probe_hold_bound_ms(ttft_ms: float) -> float:
+    """The longest stall a probe of ``ttft_ms`` may carry and still be the engine's: max(HOLD_FLOOR_MS, HOLD_SHARE x TTFT)."""
+    return max(HOLD_FLOOR_MS, HOLD_SHARE * ttft_ms)
 
 
 def prefill_point(kept: list[PrefillSample], target: int) -> tuple[int, float, float]:

@@ -61,7 +61,7 @@ CREATE TABLE IF NOT EXISTS prefill (
     prompt_tokens  INTEGER,
     ttft_ms        DOUBLE,
     prompt_tps     DOUBLE,
-    status         VARCHAR NOT NULL,   -- valid | error | over_capacity | interrupted
+    status         VARCHAR NOT NULL,   -- valid | client_bound | error | over_capacity | interrupted
     reason         VARCHAR,
     saved_at       TIMESTAMP,
     PRIMARY KEY (run_id, context_tokens)
@@ -80,7 +80,7 @@ CREATE TABLE IF NOT EXISTS prefill_samples (
     ttft_ms        DOUBLE,
     sent           DOUBLE,             -- monotonic s: when the request was handed to its connection, before its write
     first_token    DOUBLE,
-    outcome        VARCHAR,            -- ok, or what went wrong
+    outcome        VARCHAR,            -- ok; held: … (the client's loop held it: not in the median); or what went wrong
     PRIMARY KEY (run_id, context_tokens, sample_no)
 );
 

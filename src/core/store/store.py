@@ -30,7 +30,7 @@ from infermatrix.core.types import CELL_STATUSES, CellResult, PrefillResult
 __all__ = ["Store", "open_store", "DEFAULT_DB", "PREFILL_STATUSES", "FINAL_CELL_STATUSES", "RUN_TABLES"]
 
 DEFAULT_DB = "infermatrix.duckdb"
-PREFILL_STATUSES = ("valid", "error", "over_capacity", "interrupted")
+PREFILL_STATUSES = ("valid", "client_bound", "error", "over_capacity", "interrupted")
 # A cell with one of these is done: resume skips it. 'interrupted' (and 'error' on request) re-run.
 FINAL_CELL_STATUSES = tuple(s for s in CELL_STATUSES if s != "interrupted")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from infermatrix.core.report.data import ReportData
 from infermatrix.core.report.fmt import PM
-from infermatrix.core.report.layout import long_rows
-from infermatrix.core.report.model import Section, Table
+from infermatrix.core.report.layout import long_rows, prefill_notes
+from infermatrix.core.report.model import Block, Note, Section, Table
 
 __all__ = ["prefill_section", "PM_CAPTION"]
 
@@ -21,4 +21,5 @@ def prefill_section(d: ReportData) -> Section | None:
         caption += f"; {PM_CAPTION}"
     table = Table(["Context", "Prompt tok/s", "TTFT", "Status"], [[f"{c[1]} context", c[4], c[6], c[3]] for _, c in lines], "rrrl",
                   caption=caption, name="prefill", statuses=[s for s, _ in lines], status_col=3)  # fmt: skip
-    return Section("prefill", "Prefill", [table])
+    blocks: list[Block] = [table, *(Note(n) for n in prefill_notes(d))]  # why a point is not valid, under the table
+    return Section("prefill", "Prefill", blocks)
