@@ -134,7 +134,7 @@ async def _send_probes(runner: CellRunner, prompts: list[Any], new_prompt: Calla
         rec = await runner.one_shot(prompt, 1, kind="prefill", seq=i)
         ok = rec.outcome == "ok" and rec.ttft_s is not None
         outcome = rec.outcome if ok else (rec.error or ("no first token" if rec.outcome in ("ok", None) else rec.outcome))
-        if ok and rec.first_token is not None:
+        if ok and rec.first_token is not None and rec.ttft_s is not None:
             await anyio.sleep(TICK_S * 2)  # the ticks that tell whether the first token's read was held end within a tick of it
             hold, bound = probe_hold_ms(monitor.ticks, rec.sent, rec.first_token), probe_hold_bound_ms(rec.ttft_s * 1000.0)
             if hold > bound:
