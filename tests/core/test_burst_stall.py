@@ -55,3 +55,14 @@ def test_a_loop_late_all_along_makes_the_burst_the_clients_though_no_single_stal
     why = burst_stall(late, [(1.0, r0)])
     assert why and "stalled 30 ms or more in one tick of ten through the burst (bound 25 ms)" in why, why
     assert burst_stall([(t / 100, 0.02) for t in range(100, 400)], [(1.0, r0)]) is None  # 20 ms: under the floor
+
+
+def test_a_stall_that_holds_the_last_end_is_held_to_the_span():
+    # a short burst, as the sim's in a loaded suite: 82 ms from the first send to the last end, read 10.8 ms late
+    first, last = _req(0, 2.0, 2.01, 2.05), _req(1, 2.0, 2.02, 2.082)
+    first.written = last.written = True
+    assert burst_stall(QUIET, [(2.0, first), (2.0, last)]) is None  # the loop's usual 2 ms: under the 3 ms floor
+    why = burst_stall([*QUIET, (2.0925, 0.0105)], [(2.0, first), (2.0, last)])
+    assert why and "stalled 10.5 ms, holding the burst's last end (request 1; span 82 ms, bound 3.0 ms)" in why, why
+    # the same stall at the first request's end held no span edge, and under its e2e's 25 ms floor nothing else
+    assert burst_stall([*QUIET, (2.0605, 0.0105)], [(2.0, first), (2.0, last)]) is None

@@ -1,10 +1,10 @@
-"""Which prefill probes the client's own event loop held (run/prefill.py ``probe_hold_ms``): pure cases on made-up
+"""Which prefill probes the client's own event loop held (measure/selfcheck.py ``edge_hold_ms``, used by run/prefill.py): pure cases on made-up
 ticks of the 10 ms loop monitor, (tick end, oversleep) in seconds. A probe's TTFT runs from its send to its first
 token's read; only a stall at one of those two moments lengthens it."""
 
 import pytest
 
-from infermatrix.core.run.prefill import HOLD_FLOOR_MS, HOLD_SHARE, probe_hold_bound_ms, probe_hold_ms
+from infermatrix.core.measure.selfcheck import EDGE_HOLD_FLOOR_MS, EDGE_HOLD_SHARE, edge_hold_bound_ms, edge_hold_ms
 
 TICK = 0.010
 
@@ -26,27 +26,34 @@ def with_stall(ticks: list[tuple[float, float]], due: float, lag: float) -> list
 
 def test_an_idle_loop_holds_nothing_past_the_floor():
     ticks = steady(0.0, 1.0)
-    assert probe_hold_ms(ticks, 0.2, 0.55) == pytest.approx(0.8)  # the usual oversleep, under HOLD_FLOOR_MS
-    assert probe_hold_ms(ticks, 0.2, 0.55) < probe_hold_bound_ms(350.0)
+    assert edge_hold_ms(ticks, 0.2, 0.55) == pytest.approx(0.8)  # the usual oversleep, under EDGE_HOLD_FLOOR_MS
+    assert edge_hold_ms(ticks, 0.2, 0.55) < edge_hold_bound_ms(350.0)
 
 
 def test_a_stall_that_held_the_first_tokens_read_is_charged_whole():
     ticks = with_stall(steady(0.0, 1.0), due=0.548, lag=0.040)  # due 2 ms before the first token, woke 38 ms after it
-    assert probe_hold_ms(ticks, 0.2, 0.55) == pytest.approx(40.0)
+    assert edge_hold_ms(ticks, 0.2, 0.55) == pytest.approx(40.0)
 
 
 def test_a_stall_just_after_the_send_is_charged():
     ticks = with_stall(steady(0.0, 1.0), due=0.205, lag=0.030)  # the request's write may have waited for it
-    assert probe_hold_ms(ticks, 0.2, 0.55) == pytest.approx(30.0)
+    assert edge_hold_ms(ticks, 0.2, 0.55) == pytest.approx(30.0)
 
 
 def test_stalls_before_the_send_and_while_the_engine_works_are_not():
     ticks = with_stall(with_stall(steady(0.0, 1.0), due=0.150, lag=0.030), due=0.300, lag=0.050)
     # before the send: over before the clock started; mid-prefill: the loop only waits then, and it was over 0.2 s
     # before the first token arrived, so nothing read late
-    assert probe_hold_ms(ticks, 0.2, 0.55) < HOLD_FLOOR_MS
+    assert edge_hold_ms(ticks, 0.2, 0.55) < EDGE_HOLD_FLOOR_MS
 
 
-def test_the_bound_is_a_floor_or_a_share_of_the_ttft():
-    assert probe_hold_bound_ms(100.0) == HOLD_FLOOR_MS
-    assert probe_hold_bound_ms(1000.0) == pytest.approx(HOLD_SHARE * 1000.0)
+def test_the_bound_is_a_floor_or_a_share_of_the_span():
+    assert edge_hold_bound_ms(100.0) == EDGE_HOLD_FLOOR_MS
+    assert edge_hold_bound_ms(1000.0) == pytest.approx(EDGE_HOLD_SHARE * 1000.0)
+
+
+def test_with_no_start_only_the_end_is_judged():
+    # a burst: its start is followed by its own sends (the loop's work, the burst's time), so only its last end counts
+    ticks = with_stall(steady(0.0, 1.0), due=0.205, lag=0.030)
+    assert edge_hold_ms(ticks, None, 0.55) < EDGE_HOLD_FLOOR_MS
+    assert edge_hold_ms(with_stall(ticks, due=0.548, lag=0.020), None, 0.55) == pytest.approx(20.0)

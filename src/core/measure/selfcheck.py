@@ -34,7 +34,8 @@ from infermatrix.core.types import RequestRecord
 
 __all__ = [
     "ClientVerdict", "client_verdict", "edge_lag_ms", "lag_at_ms", "ttft_stamp_lag_ms",
-    "span_stamp_lag_share", "held_at_ms", "usual_lag_s", "settle_status",
+    "span_stamp_lag_share", "held_at_ms", "usual_lag_s", "settle_status", "edge_hold_ms", "edge_hold_bound_ms",
+    "EDGE_HOLD_FLOOR_MS", "EDGE_HOLD_SHARE",
     "RATE_TOLERANCE", "TTFT_LAG_SHARE", "ITL_LAG_SHARE", "SPAN_LAG_SHARE", "BEHIND_SHARE", "GAP_SHARE",
 ]  # fmt: skip
 
@@ -91,6 +92,28 @@ def held_at_ms(ticks: list[tuple[float, float]], t: float, usual_s: float) -> fl
     time (``end - lag``, known to the selector's 1 ms) to its wake-up, so a stamp taken then or just after waited;
     one taken before the due time was taken while the loop ran, and that stall did not hold it."""
     return 1000 * max((lag - usual_s for end, lag in ticks if lag > usual_s and end - lag - _SELECT_S <= t <= end + _TICK_S), default=0.0)
+
+
+# A span timed by two stamps of an otherwise idle or quiet loop (a prefill probe's send and first token, a burst's end):
+# a stall at either end lengthens it whole. Past max(EDGE_HOLD_FLOOR_MS, EDGE_HOLD_SHARE x the span) the span is the
+# client's. The floor is above an idle loop's own oversleep of its 10 ms tick (the selector waits in whole ms: ~1.1 ms;
+# measured idle, at most 1.2 ms on the sim and 1.8 ms on two real CPU engines: docs/metrics.md); the share is the rates' 1 %.
+EDGE_HOLD_FLOOR_MS = 3.0
+EDGE_HOLD_SHARE = BEHIND_SHARE
+
+
+def edge_hold_ms(ticks: list[tuple[float, float]], start: float | None, end: float | None) -> float:
+    """How long a stall of the loop may have lengthened a span from ``start`` to ``end``, in ms: the longest oversleep of
+    a tick due within one tick after ``start`` (a stall there may hold the request's write: ``start`` is stamped by
+    running code, so no usual lag cancels) or of one that held the read stamped ``end`` (:func:`held_at_ms`, whole).
+    ``start`` None: the end alone (a burst, whose start is followed by its own sends: the loop's work, not a stall)."""
+    at_start = 0.0 if start is None else max((lag for t, lag in ticks if t > start and t - lag <= start + _TICK_S), default=0.0)
+    return max(at_start * 1000.0, held_at_ms(ticks, end, 0.0) if end is not None else 0.0)
+
+
+def edge_hold_bound_ms(span_ms: float) -> float:
+    """The longest hold a span of ``span_ms`` may carry and still be the engine's: max(EDGE_HOLD_FLOOR_MS, 1 % of it)."""
+    return max(EDGE_HOLD_FLOOR_MS, EDGE_HOLD_SHARE * span_ms)
 
 
 def usual_lag_s(ticks: list[tuple[float, float]]) -> float:

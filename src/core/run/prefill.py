@@ -13,7 +13,7 @@ median round trip of that empty request (``GET /v1/models``), stored per run.
 
 What the client's own event loop adds is checked, probe by probe (docs/metrics.md, "Prefill list"): a stall that held
 a probe's send or its first-token read lengthened its TTFT by the stall, whole. Such a probe is *held*
-(:func:`probe_hold_ms` past :func:`probe_hold_bound_ms`): kept in ``prefill_samples`` with its reason, not in the
+(measure/selfcheck.py :func:`edge_hold_ms` past :func:`edge_hold_bound_ms`: max(3 ms, 1 % of its TTFT)): kept in ``prefill_samples`` with its reason, not in the
 median, and another cold probe is sent in its place, at most ``REPLACEMENTS`` × ``prefill_samples`` more; a point still short of
 ``prefill_samples`` unheld probes is ``client_bound``.
 """
@@ -31,20 +31,14 @@ import httpx
 from infermatrix.core.intervals import Interval, median_interval
 from infermatrix.core.measure.cell import CellRunner
 from infermatrix.core.measure.engine_stats import counter_deltas
-from infermatrix.core.measure.selfcheck import held_at_ms
+from infermatrix.core.measure.selfcheck import edge_hold_bound_ms, edge_hold_ms
 from infermatrix.core.stream.loop_lag import TICK_S, ClientMonitor
 from infermatrix.core.run.planning import prefill_target
 from infermatrix.core.types import PrefillResult, PrefillSample
 
-__all__ = ["probe_prefill", "prefill_point", "prefill_intervals", "round_trip_ms", "probe_hold_ms", "probe_hold_bound_ms",
-           "RTT_PATH", "HOLD_FLOOR_MS", "HOLD_SHARE", "HELD", "REPLACEMENTS"]  # fmt: skip
+__all__ = ["probe_prefill", "prefill_point", "prefill_intervals", "round_trip_ms", "RTT_PATH", "HELD", "REPLACEMENTS"]
 
 RTT_PATH = "/v1/models"  # the one request every OpenAI-compatible server answers, with no work behind it
-# A held probe: a stall of the client's loop past max(HOLD_FLOOR_MS, HOLD_SHARE x its TTFT) at its send or first token.
-# The floor is above an idle loop's own oversleep of its 10 ms tick (the selector waits in whole ms: ~1.1 ms at most);
-# the share keeps the client's part of a kept probe's TTFT to about a percent (docs/metrics.md, "Prefill list").
-HOLD_FLOOR_MS = 3.0
-HOLD_SHARE = 0.01
 HELD = "held"  # a held probe's outcome starts with this; an unheld one's is "ok"
 # Replacements for held probes, per kept probe asked for: beside a CPU burner 18 of 46 probes were held (real engines,
 # 12-225 ms TTFTs), and three cold probes per kept one leave a point short of them about 2 % of the time there.
@@ -136,7 +130,7 @@ async def _send_probes(runner: CellRunner, prompts: list[Any], new_prompt: Calla
         outcome = rec.outcome if ok else (rec.error or ("no first token" if rec.outcome in ("ok", None) else rec.outcome))
         if ok and rec.first_token is not None and rec.ttft_s is not None:
             await anyio.sleep(TICK_S * 2)  # the ticks that tell whether the first token's read was held end within a tick of it
-            hold, bound = probe_hold_ms(monitor.ticks, rec.sent, rec.first_token), probe_hold_bound_ms(rec.ttft_s * 1000.0)
+            hold, bound = edge_hold_ms(monitor.ticks, rec.sent, rec.first_token), edge_hold_bound_ms(rec.ttft_s * 1000.0)
             if hold > bound:
                 outcome = f"{HELD}: the client's event loop stalled {hold:.1f} ms at its send or first token (bound {bound:.1f} ms)"
         samples.append(PrefillSample(
@@ -148,19 +142,6 @@ async def _send_probes(runner: CellRunner, prompts: list[Any], new_prompt: Calla
         if not ok:
             return before  # a failed probe: the point is an error, no need to send the rest
         i += 1
-
-
-def probe_hold_ms(ticks: list[tuple[float, float]], sent: float, first_token: float) -> float:
-    """How long a stall of the client's loop may have lengthened a probe's TTFT, in ms: the longest oversleep of a tick
-    due within one tick after the send (a stall there may hold the request's write) or one that held the first token's
-    read (``held_at_ms``). A lone probe's loop is idle, so no usual lag cancels: the send is stamped by running code."""
-    at_send = max((lag for end, lag in ticks if end > sent and end - lag <= sent + TICK_S), default=0.0)
-    return max(at_send * 1000.0, held_at_ms(ticks, first_token, 0.0))
-
-
-def probe_hold_bound_ms(ttft_ms: float) -> float:
-    """The longest stall a probe of ``ttft_ms`` may carry and still be the engine's: max(HOLD_FLOOR_MS, HOLD_SHARE x TTFT)."""
-    return max(HOLD_FLOOR_MS, HOLD_SHARE * ttft_ms)
 
 
 def prefill_point(kept: list[PrefillSample], target: int) -> tuple[int, float, float]:
