@@ -100,13 +100,12 @@ def _span_end_held(ticks: list[tuple[float, float]], records: list[RequestRecord
     (measure/selfcheck.py ``edge_hold_ms``): past max(3 ms, 1 % of the span). Only the end: the span's start is
     followed by the burst's own sends, the loop's work and the burst's time. Seen in a full suite on two loaded cores:
     a sim burst of 82 ms read 10.8 ms long and stored valid under the per-request 25 ms floor."""
-    written = [r for r in records if r.written and r.ended is not None]
-    if not written:
+    tail = burst_tail(records)  # the span the burst stores: from its first request begun to its last end
+    if not tail:
         return None
-    last = max(written, key=lambda r: r.ended or 0.0)
-    start = min(r.sent if r.opened is None else r.opened for r in written)
-    span_ms = ((last.ended or start) - start) * 1000
-    held, bound = edge_hold_ms(ticks, None, last.ended), edge_hold_bound_ms(span_ms)
+    last = next(r for r in records if r.written and r.ended == tail["last_end"])
+    span_ms = tail["duration_s"] * 1000
+    held, bound = edge_hold_ms(ticks, None, tail["last_end"]), edge_hold_bound_ms(span_ms)
     if held <= bound:
         return None
     return (f"the client's event loop stalled {held:.1f} ms, holding the burst's last end (request {last.stream_index}; span "

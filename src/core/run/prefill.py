@@ -108,10 +108,12 @@ async def _send_probes(runner: CellRunner, prompts: list[Any], new_prompt: Calla
     (at most ``REPLACEMENTS * k`` of them), until ``k`` are unheld, one fails or the replacements run out; returns the engine's
     counters read before the first cold probe."""
     before = None
+    last = (1 + REPLACEMENTS) * k  # the last cold probe's sample_no (the throwaway is 0)
     i = 0
     while True:
         unheld = sum(1 for s in samples if not s.throwaway and s.outcome == "ok")
-        if unheld >= k or unheld + (1 + REPLACEMENTS) * k - max(i, 1) + 1 < k:  # enough, or no longer reachable
+        still_to_send = last - max(i, 1) + 1
+        if unheld >= k or unheld + still_to_send < k:  # enough, or no longer reachable
             return before
         if i >= len(prompts):  # a replacement for a held probe: another never-seen prompt
             prompts.append(await new_prompt(i))
