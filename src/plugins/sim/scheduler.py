@@ -148,11 +148,13 @@ class Scheduler:
         self.counters["cache_resets"] += 1
 
     def abort_all(self) -> int:
-        """``POST /abort_request`` with ``abort_all``: every sequence not done yet is aborted; how many."""
+        """``POST /abort_request`` with ``abort_all``: every sequence not done yet is aborted and its response ended
+        now (a stream closes without ``[DONE]``, as the server's own end does); how many."""
         self.counters["abort_calls"] += 1
         seqs = [s for s in self.live if s.state not in ("done", "new")]
         for seq in seqs:
             self.abort(seq)
+            seq.push(SHUTDOWN)
         return len(seqs)
 
     def _need(self, seq: Seq) -> int:
