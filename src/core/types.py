@@ -23,6 +23,7 @@ __all__ = [
     "CELL_STATUSES",
     "PrefillResult",
     "PrefillSample",
+    "median_probes",
     "CellResult",
 ]
 
@@ -224,6 +225,16 @@ class PrefillResult:
     engine_counters: dict[str, Any] | None = None  # the engine's counters over the cold probes (measure/engine_stats.py)
     # metric -> infermatrix.core.intervals.Interval (run/prefill.py): ttft_ms and prompt_tps with their 95 % intervals
     intervals: dict[str, Any] = field(default_factory=dict)
+
+    def median_probes(self) -> list[PrefillSample]:
+        """The probes ``ttft_ms`` is the median of (:func:`median_probes` for this point's status)."""
+        return median_probes(self.samples, self.status)
+
+
+def median_probes(samples: Sequence[PrefillSample], status: str) -> list[PrefillSample]:
+    """The cold probes a prefill point's median is of: for a ``valid`` point the unheld ones (outcome ``ok``); for
+    any other (``client_bound``: too many held) every answered one. The one rule run/prefill.py and the store use."""
+    return [s for s in samples if not s.throwaway and s.ttft_ms is not None and (status != "valid" or s.outcome == "ok")]
 
 
 @dataclass

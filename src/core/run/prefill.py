@@ -34,7 +34,7 @@ from infermatrix.core.measure.engine_stats import counter_deltas
 from infermatrix.core.measure.selfcheck import edge_hold_bound_ms, edge_hold_ms
 from infermatrix.core.stream.loop_lag import TICK_S, ClientMonitor
 from infermatrix.core.run.planning import prefill_target
-from infermatrix.core.types import PrefillResult, PrefillSample
+from infermatrix.core.types import PrefillResult, PrefillSample, median_probes
 
 __all__ = ["probe_prefill", "prefill_point", "prefill_intervals", "round_trip_ms", "RTT_PATH", "HELD", "REPLACEMENTS"]
 
@@ -82,14 +82,14 @@ async def probe_prefill(runner: CellRunner, workload: Any, ctx: int, max_model_l
         finally:
             watch.cancel_scope.cancel()
     counters = counter_deltas(runner.traits.metrics, before, await runner.gauges.read() if before is not None else None)
-    kept = [s for s in samples if not s.throwaway and s.outcome == "ok"]
+    kept = median_probes(samples, "valid")  # the unheld cold probes
     failed = next((s for s in samples if s.ttft_ms is None), None)
     if failed is not None:
         return PrefillResult(context_tokens=ctx, prompt_tokens=samples[-1].prompt_tokens, ttft_ms=None, prompt_tps=None,
                              status="error", reason=failed.outcome, samples=samples, engine_counters=counters)  # fmt: skip
     if len(kept) < k:  # every probe answered, too many of them held by the client: its number, not the engine's
         held = [s for s in samples if not s.throwaway and s.outcome != "ok"]
-        measured = [s for s in samples if not s.throwaway]
+        measured = median_probes(samples, "client_bound")  # every cold probe (all answered: none failed)
         tokens, ttft_ms, prompt_tps = prefill_point(measured, target)
         why = (f"the client's event loop held {len(held)} of {len(measured)} cold probes' send or first token past their "
                f"bound ({held[0].outcome}): its TTFTs are the client's, not the engine's")  # fmt: skip

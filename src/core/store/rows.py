@@ -81,8 +81,7 @@ def _num(x: float | None) -> float | None:
 
 
 def prefill_row(run_id: str, r: PrefillResult) -> list[Any]:
-    # The probes ttft_ms is the median of: a valid point's unheld ones (outcome "ok": run/prefill.py), else every answered one.
-    kept = sum(1 for s in r.samples if not s.throwaway and s.ttft_ms is not None and (r.status != "valid" or s.outcome == "ok")) if r.samples else None
+    kept = len(r.median_probes()) if r.samples else None  # the probes ttft_ms is the median of
     return [run_id, r.context_tokens, r.prompt_tokens, _num(r.ttft_ms), _num(r.prompt_tps), r.status, r.reason, kept,
             to_json(r.engine_counters)]
 
