@@ -61,6 +61,17 @@ def test_one_read_with_n_in_flight_is_enough_to_blame_the_engine():
     assert a.limited and not a.client_short
 
 
+def test_a_front_end_that_holds_requests_is_named():
+    # vLLM on two busy cores: the client has N awaiting a first token, the engine's gauges show fewer running and
+    # nothing waiting — the rest sit before its scheduler.
+    a = judge_admission(4, True, 1, _paired([(1, 0, 4)] * 5), 0, 0)
+    assert a.limited and "ran at most 1 of 4 at once; its queue was empty in most reads" in a.reason
+    assert "held before its scheduler" in a.reason
+    # Not said where the engine queued them (its scheduler's limit), nor without a waiting gauge (nothing to read).
+    assert "before its scheduler" not in judge_admission(4, True, 2, _paired([(2, 2, 4)] * 5), 0, 0).reason
+    assert "before its scheduler" not in judge_admission(4, True, 1, _paired([(1, None, 4)] * 5), 0, 0).reason
+
+
 def test_both_short_engine_queueing_stays_admission_limited_and_says_both():
     a = judge_admission(4, True, 2, _paired([(2, 1, 3)] * 5), 0, 0)
     assert a.limited and not a.client_short and "ran at most 2 of 4 at once, the client kept at most 3 of 4 in flight" in a.reason

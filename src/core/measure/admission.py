@@ -86,7 +86,7 @@ def judge_admission(
             client_short = True  # the engine ran what it was sent: the client's shortfall, not the engine's
         else:
             short = f", the client kept at most {client['at_most']} of {n} in flight" if client is not None and client["short"] else ""
-            reasons.append(f"the engine ran at most {ran_at_most:g} of {n} at once{short}")
+            reasons.append(f"the engine ran at most {ran_at_most:g} of {n} at once{short}{_before_the_scheduler(client, n)}")
     elif mean is not None and mean < RUNNING_FLOOR * n and (waiting_share or 0) >= WAITING_SHARE:
         reasons.append(f"the engine ran {mean:.1f} of {n} on average and held requests waiting")
     flags = {
@@ -105,6 +105,16 @@ def judge_admission(
     return Admission(checked=True, limited=bool(reasons), reason="; ".join(reasons) or None,
                      ran_at_most=ran_at_most, running_mean=mean, waiting_mean=waiting_mean, flags=flags,
                      client_short=client_reason is not None, client_reason=client_reason)  # fmt: skip
+
+
+def _before_the_scheduler(client: dict[str, Any] | None, n: int) -> str:
+    """Where the rest were, when the engine's own queue was empty: the client had N in flight at some read (else the
+    shortfall would be the client's) while the engine's waiting gauge read 0 in most reads, so what was sent beyond
+    what ran had not reached its scheduler — its HTTP front end or tokenizer held it. Said only with a waiting gauge."""
+    if client is None or client["short"] or not client["waiting_known"] or client["engine_held_back"]:
+        return ""
+    return (f"; its queue was empty in most reads while the client had {n} in flight: the rest were held before its "
+            f"scheduler (its HTTP front end or tokenizer)")
 
 
 def client_in_flight_flags(n: int, samples: Sequence[EngineSample]) -> dict[str, Any] | None:
