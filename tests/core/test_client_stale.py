@@ -162,3 +162,40 @@ async def test_a_tokenize_endpoint_that_never_answers_is_an_error_after_the_retr
         srv.close()
         await srv.wait_closed()
     assert server.answered == 0 and server.connections == 3  # the first try and two more
+
+
+class _Aborting:
+    """An attached engine that declares an abort call (the engine contract's default method sends it)."""
+
+    @staticmethod
+    def make(port: int, workdir):
+        from infermatrix.core.config import EngineConfig
+        from infermatrix.core.engine.contract import AttachEngine
+        from infermatrix.core.engine.traits import EngineTraits, HttpCall
+
+        class Engine(AttachEngine):
+            traits = EngineTraits(abort=HttpCall("POST", "/abort_request", {"abort_all": True}))
+
+        return Engine(EngineConfig(kind="test", base_url=f"http://127.0.0.1:{port}"), workdir)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("drop_first", [False, True], ids=["stale", "never-answers"])
+async def test_a_declared_call_retries_a_closed_pooled_connection_and_notes_what_still_fails(drop_first, tmp_path):
+    """The abort at a cell's end follows the cell's closed streams: a pooled connection closed under it is asked
+    again; an engine that still answers nothing is noted in the cell's flags, not raised (the cell is measured)."""
+    server = KeepAliveThenDrop(drop_first=drop_first, answer=COUNT_ANSWER)
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    try:
+        async with httpx.AsyncClient(timeout=5) as client:
+            engine = _Aborting.make(port, tmp_path)
+            notes = [await engine.abort_requests(client) for _ in range(3)]
+    finally:
+        srv.close()
+        await srv.wait_closed()
+    if drop_first:
+        assert all(n.startswith("POST /abort_request failed: RemoteProtocolError") for n in notes), notes
+        assert server.connections == 9  # each call: the first try and two more
+    else:
+        assert notes == ["ok"] * 3 and server.answered == 3 and server.connections == 3

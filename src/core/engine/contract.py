@@ -16,6 +16,7 @@ import httpx
 
 from infermatrix.core.config import ConfigError, EngineConfig
 from infermatrix.core.engine.process import ChildProcess
+from infermatrix.core.engine.stale import send_again_if_stale
 from infermatrix.core.redact import redact_argv, redact_text, shell_join
 from infermatrix.core.engine.traits import EngineTraits, HttpCall
 from infermatrix.core.types import Capacity, EngineInfo
@@ -147,18 +148,12 @@ class Engine(abc.ABC):
     async def healthy(self, client: httpx.AsyncClient, timeout_s: float = 5.0) -> str | None:
         """One ``/health`` probe: ``None`` when it answers 200, else why not. A kept-alive connection the
         server closed while it sat in the pool fails before any answer (servers close idle connections
-        after a few seconds): that is asked once more, on a fresh connection, before it counts."""
-        for attempt in (0, 1):
-            try:
-                r = await client.get(f"{self.base_url}/health", headers=self.headers, timeout=timeout_s)
-            except httpx.RemoteProtocolError as exc:
-                if attempt == 0:
-                    continue
-                return self.redact(_why(exc))
-            except httpx.HTTPError as exc:
-                return self.redact(_why(exc))
-            return None if r.status_code == 200 else f"/health answered {r.status_code}"
-        return None  # not reached: the second attempt returns
+        after a few seconds): that is asked once more, on a fresh connection, before it counts (engine/stale.py)."""
+        try:
+            r = await send_again_if_stale(lambda: client.get(f"{self.base_url}/health", headers=self.headers, timeout=timeout_s), retries=1)
+        except httpx.HTTPError as exc:
+            return self.redact(_why(exc))
+        return None if r.status_code == 200 else f"/health answered {r.status_code}"
 
     async def recover(self, client: httpx.AsyncClient) -> str:
         """After the engine went down: bring it back (launch) or wait for it (attach), bounded.
@@ -271,7 +266,11 @@ class Engine(abc.ABC):
         if "{" in call.path:  # a per-request or per-slot path: only the plugin knows the values (it overrides the method)
             return f"not called: {call.path} needs values only the engine plugin has"
         body = dict(call.body) if call.body is not None else None
-        r = await client.request(call.method, f"{self.base_url}{call.path}", json=body, headers=self.headers, timeout=30)
+        url = f"{self.base_url}{call.path}"
+        try:  # a pooled connection closed under it (a cell's streams just closed) is asked again: engine/stale.py
+            r = await send_again_if_stale(lambda: client.request(call.method, url, json=body, headers=self.headers, timeout=30))
+        except httpx.HTTPError as exc:  # noted, as a refusal is: the measurement before it stands; a dead engine is the next step's to find
+            return self.redact(f"{call.method} {call.path} failed: {_why(exc)}")
         return "ok" if r.status_code < 400 else f"{call.method} {call.path} answered {r.status_code}: {r.text[:160]}"
 
 

@@ -10,7 +10,7 @@ import httpx
 
 from infermatrix.core.config import ConfigError
 from infermatrix.core.engine.traits import TokenizeAPI
-from infermatrix.core.stream.client import STALE_CONNECTION_RETRIES
+from infermatrix.core.engine.stale import send_again_if_stale
 
 __all__ = ["ServerTokenizer", "UsageTokenizer", "FileTokenizer", "tokenizer_json", "pick_tokenizer"]
 
@@ -60,16 +60,8 @@ class ServerTokenizer:
     async def _post(self, body: dict) -> int:
         self.calls += 1
         # The client's timeouts (matrix.idle_timeout_s for the answer): a stalled tokenizer is an engine that stopped answering.
-        # A pooled keep-alive connection the server closed as it was handed out (right after a cell's streams were closed,
-        # say) fails before any answer; a count asks nothing of the engine's state, so it is asked again, as a stream is
-        # (stream/client.py). Timeouts are not retried.
-        for tries_left in range(STALE_CONNECTION_RETRIES, -1, -1):
-            try:
-                r = await self.client.post(f"{self.base_url}{self.spec.path}", json=body, headers=self.headers)
-                break
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
-                if not tries_left:
-                    raise
+        # A pooled connection the server closed under it (right after a cell's streams were closed, say): asked again.
+        r = await send_again_if_stale(lambda: self.client.post(f"{self.base_url}{self.spec.path}", json=body, headers=self.headers))
         r.raise_for_status()
         return self.spec.read_count(r.json())
 

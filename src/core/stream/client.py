@@ -17,6 +17,7 @@ import anyio
 import httpx
 import orjson
 
+from infermatrix.core.engine.stale import STALE_CONNECTION_RETRIES, STALE_ERRORS
 from infermatrix.core.engine.traits import EngineTraits, merge_body
 from infermatrix.core.stream.chunks import ChunkParser
 from infermatrix.core.stream.sse import SSESplitter
@@ -25,7 +26,6 @@ from infermatrix.core.types import RequestRecord
 __all__ = ["request_body", "encode_body", "stream_request", "endpoint_path", "classify_error", "JSON_HEADERS"]
 
 _PLAIN = EngineTraits()  # a plain OpenAI-compatible server
-STALE_CONNECTION_RETRIES = 2  # fresh connections tried when a pooled one was closed under us
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _monotonic_ns = time.monotonic_ns
 
@@ -149,7 +149,7 @@ async def stream_request(
                             return record  # leaving the block closes this connection: its stream is in an unknown state
                 finish_stream(parser, split)
             except (httpx.HTTPError, ConnectionError) as exc:
-                stale = isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError) and not answered and not connected
+                stale = isinstance(exc, STALE_ERRORS) and not answered and not connected
                 if stale and stale_retries > 0:
                     stale_retries -= 1
                     continue
