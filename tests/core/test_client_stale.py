@@ -6,7 +6,9 @@ connection closed without an answer is the server's fault and is not (real loopb
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections.abc import AsyncIterator
 import struct
 
 import httpx
@@ -121,6 +123,17 @@ async def test_health_probe_on_a_pooled_connection_the_server_closed_asks_again(
     assert server.answered == 3 and server.connections == 3
 
 
+@contextlib.asynccontextmanager
+async def _serving(server: KeepAliveThenDrop) -> AsyncIterator[int]:
+    """``server`` on a loopback port (yielded) while the block runs."""
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    try:
+        yield srv.sockets[0].getsockname()[1]
+    finally:
+        srv.close()
+        await srv.wait_closed()
+
+
 COUNT = b'{"count": 5}'
 COUNT_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(COUNT), COUNT)
 
@@ -134,15 +147,9 @@ async def test_a_tokenize_call_on_a_closed_pooled_connection_is_asked_again(rese
     from infermatrix.core.measure.tokenizer import ServerTokenizer
 
     server = KeepAliveThenDrop(reset=reset, answer=COUNT_ANSWER)
-    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    port = srv.sockets[0].getsockname()[1]
-    try:
-        async with httpx.AsyncClient(timeout=5) as client:
-            tok = ServerTokenizer(client, f"http://127.0.0.1:{port}", "m", "completions", {})
-            counts = [await tok.count(f"text {i}") for i in range(3)]
-    finally:
-        srv.close()
-        await srv.wait_closed()
+    async with _serving(server) as port, httpx.AsyncClient(timeout=5) as client:
+        tok = ServerTokenizer(client, f"http://127.0.0.1:{port}", "m", "completions", {})
+        counts = [await tok.count(f"text {i}") for i in range(3)]
     assert counts == [5, 5, 5] and server.answered == 3 and server.connections == 3
 
 
@@ -151,16 +158,10 @@ async def test_a_tokenize_endpoint_that_never_answers_is_an_error_after_the_retr
     from infermatrix.core.measure.tokenizer import ServerTokenizer
 
     server = KeepAliveThenDrop(drop_first=True, answer=COUNT_ANSWER)
-    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    port = srv.sockets[0].getsockname()[1]
-    try:
-        async with httpx.AsyncClient(timeout=5) as client:
-            tok = ServerTokenizer(client, f"http://127.0.0.1:{port}", "m", "completions", {})
-            with pytest.raises(httpx.RemoteProtocolError):
-                await tok.count("text")
-    finally:
-        srv.close()
-        await srv.wait_closed()
+    async with _serving(server) as port, httpx.AsyncClient(timeout=5) as client:
+        tok = ServerTokenizer(client, f"http://127.0.0.1:{port}", "m", "completions", {})
+        with pytest.raises(httpx.RemoteProtocolError):
+            await tok.count("text")
     assert server.answered == 0 and server.connections == 3  # the first try and two more
 
 
@@ -185,15 +186,9 @@ async def test_a_declared_call_retries_a_closed_pooled_connection_and_notes_what
     """The abort at a cell's end follows the cell's closed streams: a pooled connection closed under it is asked
     again; an engine that still answers nothing is noted in the cell's flags, not raised (the cell is measured)."""
     server = KeepAliveThenDrop(drop_first=drop_first, answer=COUNT_ANSWER)
-    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    port = srv.sockets[0].getsockname()[1]
-    try:
-        async with httpx.AsyncClient(timeout=5) as client:
-            engine = _Aborting.make(port, tmp_path)
-            notes = [await engine.abort_requests(client) for _ in range(3)]
-    finally:
-        srv.close()
-        await srv.wait_closed()
+    async with _serving(server) as port, httpx.AsyncClient(timeout=5) as client:
+        engine = _Aborting.make(port, tmp_path)
+        notes = [await engine.abort_requests(client) for _ in range(3)]
     if drop_first:
         assert all(n.startswith("POST /abort_request failed: RemoteProtocolError") for n in notes), notes
         assert server.connections == 9  # each call: the first try and two more
