@@ -60,7 +60,8 @@ def test_run_matrix_stores_a_small_run():
         truth = sim.truth()
     assert result.status == "completed", result.error
     cells = result.cells()
-    assert [(c["context_tokens"], c["concurrency"], c["status"]) for c in cells] == [(1024, 1, "valid"), (1024, 2, "valid")]
+    why = [(c["concurrency"], c["status"], c["reason"], c["flags"].get("outcomes"), c["flags"].get("failed_phase")) for c in cells]
+    assert [(c["context_tokens"], c["concurrency"], c["status"]) for c in cells] == [(1024, 1, "valid"), (1024, 2, "valid")], why
     assert result.run()["engine"] == "openai" and result.db.exists()
     assert any(r["max_tokens"] == 64 for r in truth["requests"])  # the kit's small matrix reached the server
 
