@@ -111,7 +111,7 @@ async def _send_probes(runner: CellRunner, prompts: list[Any], new_prompt: Calla
     last = (1 + REPLACEMENTS) * k  # the last cold probe's sample_no (the throwaway is 0)
     i = 0
     while True:
-        unheld = sum(1 for s in samples if not s.throwaway and s.outcome == "ok")
+        unheld = len(median_probes(samples, "valid"))  # the probes a valid point's median would be of
         still_to_send = last - max(i, 1) + 1
         if unheld >= k or unheld + still_to_send < k:  # enough, or no longer reachable
             return before
