@@ -25,6 +25,7 @@ from infermatrix.core.engine.detect import ProbeAnswer, Recognition, ServerProbe
 from infermatrix.core.engine.hardware import detect_hardware
 from infermatrix.core.hookspecs import hookimpl
 from infermatrix.core.engine.argv import expand_path, model_flags
+from infermatrix.core.engine.stale import send_again_if_stale
 from infermatrix.core.engine.prometheus import info_labels, metric_samples, metric_value, scan_values
 from infermatrix.core.redact import redact_argv
 from infermatrix.core.engine.traits import (
@@ -56,6 +57,7 @@ __all__ = [
     "ConfigError",
     "Strict",
     "connect_host",
+    "send_again_if_stale",
     "redact_argv",
     "model_flags",
     "expand_path",

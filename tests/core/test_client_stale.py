@@ -153,6 +153,22 @@ async def test_a_tokenize_call_on_a_closed_pooled_connection_is_asked_again(rese
     assert counts == [5, 5, 5] and server.answered == 3 and server.connections == 3
 
 
+USAGE = b'{"choices": [{"index": 0, "text": "x", "finish_reason": "length"}], "usage": {"prompt_tokens": 7, "completion_tokens": 1}}'
+USAGE_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(USAGE), USAGE)
+
+
+@pytest.mark.anyio
+async def test_a_usage_count_on_a_closed_pooled_connection_is_asked_again():
+    """Without a tokenize endpoint a prompt is counted by a one-token request's usage: the same retry."""
+    from infermatrix.core.measure.tokenizer import UsageTokenizer
+
+    server = KeepAliveThenDrop(reset=True, answer=USAGE_ANSWER)
+    async with _serving(server) as port, httpx.AsyncClient(timeout=5) as client:
+        tok = UsageTokenizer(client, f"http://127.0.0.1:{port}", "m", "completions", {})
+        counts = [await tok.count(f"text {i}") for i in range(3)]
+    assert counts == [7, 7, 7] and server.answered == 3 and server.connections == 3
+
+
 @pytest.mark.anyio
 async def test_a_tokenize_endpoint_that_never_answers_is_an_error_after_the_retries():
     from infermatrix.core.measure.tokenizer import ServerTokenizer

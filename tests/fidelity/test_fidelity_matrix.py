@@ -19,7 +19,7 @@ import pytest
 from bars import AVG_ACTIVE, DECODE_TTFT, DECODE_TTFT_MS_PER_STREAM, PER_REQUEST_TPS, PREFILL_TTFT, TBT, TOTAL_TPS, judged, prompt_len_bar
 from imxtest import SimServer, run_cli
 from profiles import write_profile
-from truthlib import cell_truth, rel_err
+from truthlib import cell_truth, decode_request_id, rel_err
 
 pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
 
@@ -72,7 +72,7 @@ def _edges(con, by_id: dict, run_id: str, ctx: int, n: int, ws: float, we: float
     out = []
     for s, q, first, ended in con.execute("SELECT stream_index, seq, first_token, ended FROM requests WHERE run_id = ? AND "
                                           "context_tokens = ? AND concurrency = ? ORDER BY sent", [run_id, ctx, n]).fetchall():  # fmt: skip
-        em = [t for t, _ in by_id.get(f"{run_id}-decode-{ctx}-{n}-s{s}-r{q}", {}).get("emissions", []) if ws <= t <= we]
+        em = [t for t, _ in by_id.get(decode_request_id(run_id, ctx, n, s, q), {}).get("emissions", []) if ws <= t <= we]
         if em or (first is not None and first <= we and (ended or we) >= ws):
             out.append((f"{s}-{q}", ms(first), ms(em[0]) if em else None, ms(ended), ms(em[-1]) if em else None))
     return out
@@ -120,7 +120,7 @@ def test_decode_cells_match_truth(scenario):
         # (`received`), not at the handler's start: a body read over a stall is client time on both sides.
         server_ttfts = [
             (r["first_token"] - r["received"]) * 1000
-            for r in (by_id[f"{run_id}-decode-{ctx}-{n}-s{s}-r{q}"] for s, q in reqs)
+            for r in (by_id[decode_request_id(run_id, ctx, n, s, q)] for s, q in reqs)
         ]
         # 3 %, plus what N simultaneous starts queue before either clock sees the request: 2 ms per stream (bars.py).
         # A ttft_ms the cell marked doubtful gets no more: the bound it states is the product's word about itself.
@@ -163,7 +163,7 @@ def test_role_only_first_chunk_is_never_the_ttft(scenario):
     # (its own record). The role-only chunk goes out before prefill (~300 ms earlier): taken for the first token,
     # it would arrive before the server's first_token.
     for ctx, n, s, q, first in rows:
-        server = by_id[f"{run_id}-decode-{ctx}-{n}-s{s}-r{q}"]
+        server = by_id[decode_request_id(run_id, ctx, n, s, q)]
         assert first >= server["first_token"], (name, ctx, n, s, q, first, server["first_token"])
 
 

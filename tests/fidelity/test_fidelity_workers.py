@@ -11,7 +11,7 @@ import pytest
 from bars import TBT, TOTAL_TPS, judged
 from imxtest import SimServer, run_cli
 from profiles import write_profile
-from truthlib import cell_truth, rel_err
+from truthlib import cell_truth, decode_request_id, rel_err
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +73,7 @@ def test_each_mode_matches_server_truth(runs, mode):
     rows = con.execute("SELECT stream_index, seq, output_tokens, chunks FROM requests WHERE outcome = 'ok'").fetchall()
     assert rows
     for s, q, tokens, chunks in rows:
-        r = by_id[f"{cell['run_id']}-decode-1024-8-s{s}-r{q}"]
+        r = by_id[decode_request_id(cell["run_id"], 1024, 8, s, q)]
         assert (tokens, chunks) == (r["output_tokens"], len(r["emissions"])), (mode, s, q)
 
 

@@ -49,3 +49,9 @@ def cell_truth(truth: dict, start: float, end: float) -> CellTruth:
 
 def rel_err(measured: float, truth: float) -> float:
     return abs(measured - truth) / truth
+
+
+def decode_request_id(run_id: str, ctx: int, n: int, stream: int, seq: int) -> str:
+    """The X-Request-Id the core sends for a decode cell's request (``{run}-decode-{context}-{n}-s{stream}-r{seq}``,
+    measure/cell.py's ``id_prefix``): the key that joins a stored request to the sim's record of it."""
+    return f"{run_id}-decode-{ctx}-{n}-s{stream}-r{seq}"

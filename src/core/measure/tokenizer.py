@@ -92,7 +92,8 @@ class UsageTokenizer:
         else:
             body["prompt"] = text
             path = "/v1/completions"
-        r = await self.client.post(f"{self.base_url}{path}", json=body, headers=self.headers, timeout=600)
+        # One token to prefill: a request a closed pooled connection never delivered is sent again (engine/stale.py).
+        r = await send_again_if_stale(lambda: self.client.post(f"{self.base_url}{path}", json=body, headers=self.headers, timeout=600))
         r.raise_for_status()
         return int(r.json()["usage"]["prompt_tokens"])
 

@@ -28,6 +28,7 @@ from infermatrix.plugin import (
     TokenizeAPI,
     detect_hardware,
     hookimpl,
+    send_again_if_stale,
 )
 from infermatrix.plugins.llamacpp.config import LlamaCppEngineConfig, expand_path
 from infermatrix.plugins.llamacpp.describe import describe_llamacpp, llamacpp_capacity
@@ -133,8 +134,8 @@ class LlamaCppEngine(LaunchedEngine):
     # ---- describing -----------------------------------------------------------------------
 
     async def _get_json(self, client: httpx.AsyncClient, path: str) -> Any:
-        try:
-            r = await client.get(f"{self.base_url}{path}", headers=self.headers, timeout=10)
+        try:  # a pooled connection llama-server closed (it closes idle ones) is asked again on a fresh one
+            r = await send_again_if_stale(lambda: client.get(f"{self.base_url}{path}", headers=self.headers, timeout=10))
             return r.json() if r.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
@@ -188,11 +189,14 @@ class LlamaCppEngine(LaunchedEngine):
         ids = [s.get("id") for s in self.slots or [] if isinstance(s, dict) and s.get("id") is not None]
         if not ids:
             ids = list(range(int(self.props.get("total_slots") or 0)))
+        if not ids:  # every llama-server has a slot: neither /slots nor /props answered, so nothing was erased
+            raise EngineError("llama-server named no slots to erase: neither /slots nor /props answered")
         call = self.traits.prefix_cache_reset
         assert call is not None
         erased = 0
         for slot_id in ids:
-            r = await client.request(call.method, f"{self.base_url}{call.path.format(slot_id=slot_id)}", headers=self.headers, timeout=10)
+            url = f"{self.base_url}{call.path.format(slot_id=slot_id)}"
+            r = await send_again_if_stale(lambda: client.request(call.method, url, headers=self.headers, timeout=10))  # noqa: B023 (awaited here)
             if r.status_code != 200:  # 501 without --slot-save-path: say what the server says
                 raise EngineError(f"llama-server refused to erase slot {slot_id} ({r.status_code}): {r.text[:200]}")
             erased += 1
@@ -204,6 +208,8 @@ class LlamaCppEngine(LaunchedEngine):
             return f"ok ({await self.erase_slots(client)} slots erased)"
         except EngineError as exc:
             return str(exc)
+        except httpx.HTTPError as exc:  # no answer even on fresh connections: noted, as the core notes its declared calls
+            return self.redact(f"POST /slots/{{id}}?action=erase failed: {type(exc).__name__}: {exc}")
 
 
 # ---- hooks ------------------------------------------------------------------------------------

@@ -91,9 +91,14 @@ class Scheduler:
 
     def end_all(self) -> None:
         """The server is stopping: abort every sequence and end its response now (no ``[DONE]``)."""
-        for seq in list(self.live):
+        self._end(list(self.live))
+
+    def _end(self, seqs: list[Seq]) -> int:
+        """Abort ``seqs`` and end their responses now (a stream closes without ``[DONE]``); how many."""
+        for seq in seqs:
             self.abort(seq)
             seq.push(SHUTDOWN)
+        return len(seqs)
 
     def new_id(self, prefix: str) -> str:
         self._n += 1
@@ -151,11 +156,7 @@ class Scheduler:
         """``POST /abort_request`` with ``abort_all``: every sequence not done yet is aborted and its response ended
         now (a stream closes without ``[DONE]``, as the server's own end does); how many."""
         self.counters["abort_calls"] += 1
-        seqs = [s for s in self.live if s.state not in ("done", "new")]
-        for seq in seqs:
-            self.abort(seq)
-            seq.push(SHUTDOWN)
-        return len(seqs)
+        return self._end([s for s in self.live if s.state not in ("done", "new")])
 
     def _need(self, seq: Seq) -> int:
         shared = 0
