@@ -70,10 +70,12 @@ def test_per_request_rate_and_tbt_within_half_a_percent(published):
         assert rel_err(per_req, t.per_request_tps) < PER_REQUEST_TPS_LONG_SPANS, (n, per_req, t.per_request_tps)
         assert rel_err(tbt, t.tbt_ms) < TBT_LONG_SPANS, (n, tbt, t.tbt_ms)
         assert tbt == pytest.approx(1000.0 / per_req)
-    # One stream: per-request is the stream's own decode rate, i.e. total less the restart gaps (each a
-    # cached prefill and one step); how much less is the server's to say, and each is checked against it above.
-    n1 = rows[0]
-    assert n1[2] <= n1[3], n1
+    # One stream: per-request is the stream's own decode rate — the window's tokens less each request's first
+    # arrival, over the window less the restart gaps — so on the server's record it is above total_tps only where
+    # the gaps' share of the time outweighs the first arrivals' share of the tokens (here ~0.3 %: a ~13 ms restart
+    # gap against 2-4 tokens). Asserting total <= per-request on the client's figures was a bar of ~0.3 % on
+    # per-request, tighter than the 0.5 % it is held to: run S beside a CPU burner stored 339.18 against 338.81
+    # tok/s. Each figure is held to the server's record above, at its stated bar.
 
 
 def test_cold_prefill_ttft_matches_server_receipt_to_first_token(published):

@@ -123,7 +123,7 @@ def window_stats(records: list[RequestRecord], start: float, end: float) -> Wind
             prev = t
     # Token-weighted over in-window spans: Σ tokens ÷ Σ spans. A fragment (a restart that got a few chunks
     # before the window closed) weighs by its span, not as much as a request that ran the whole window, so
-    # with one stream this is the stream's decode rate (total_tps less the restart gaps). docs/metrics.md.
+    # with one stream this is the stream's decode rate (without the restart gaps and the first arrivals). docs/metrics.md.
     per_request = rate_tokens / rate_span if rate_span > 0 and rate_tokens > 0 else None
     burst, restart, missing = ttft_populations(records, end)
     ttfts = burst + restart
