@@ -5,14 +5,9 @@ connection closed without an answer is the server's fault and is not (real loopb
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import socket
-from collections.abc import AsyncIterator
-import struct
-
 import httpx
 import pytest
+from keepalive_server import KeepAliveThenDrop, http_answer, serving
 
 from infermatrix.core.stream.client import stream_request
 from infermatrix.core.stream.transport import RawClient
@@ -20,54 +15,15 @@ from infermatrix.core.types import RequestRecord
 
 BODY = (b'data: {"choices":[{"index":0,"text":"hi","finish_reason":"stop"}],'
         b'"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\ndata: [DONE]\n\n')  # fmt: skip
-ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY)
-
-
-class KeepAliveThenDrop:
-    """Answers the first request on each connection and closes it, unanswered, on the second (a server's
-    keep-alive limit or idle timeout racing the client's pool); ``drop_first`` drops every request."""
-
-    def __init__(self, drop_first: bool = False, reset: bool = False, answer: bytes = ANSWER):
-        self.drop_first = drop_first
-        self.answer = answer
-        self.reset = reset  # close with an RST (SO_LINGER 0) rather than a FIN
-        self.connections = 0
-        self.answered = 0
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        served = 0
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0)
-                await reader.readexactly(length)
-                if served or self.drop_first:
-                    if self.reset:
-                        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                    return  # closed with no answer
-                writer.write(self.answer)
-                await writer.drain()
-                served += 1
-                self.answered += 1
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return
-        finally:
-            writer.close()
+ANSWER = http_answer(BODY, "text/event-stream")
 
 
 async def _run(server: KeepAliveThenDrop, requests: int, reader: str = "httpx") -> list[RequestRecord]:
-    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    port = srv.sockets[0].getsockname()[1]
     records = []
-    try:
-        async with RawClient(connect_timeout_s=5, idle_timeout_s=5) if reader == "raw" else httpx.AsyncClient(timeout=5) as client:
-            for i in range(requests):
-                rec = RequestRecord(stream_index=0, seq=i, sent=0.0)
-                records.append(await stream_request(client, f"http://127.0.0.1:{port}/v1/completions", {"prompt": "x"}, rec))
-    finally:
-        srv.close()
-        await srv.wait_closed()
+    async with serving(server) as port, RawClient(connect_timeout_s=5, idle_timeout_s=5) if reader == "raw" else httpx.AsyncClient(timeout=5) as client:
+        for i in range(requests):
+            rec = RequestRecord(stream_index=0, seq=i, sent=0.0)
+            records.append(await stream_request(client, f"http://127.0.0.1:{port}/v1/completions", {"prompt": "x"}, rec))
     return records
 
 
@@ -75,7 +31,7 @@ async def _run(server: KeepAliveThenDrop, requests: int, reader: str = "httpx") 
 @pytest.mark.parametrize("reader", ["httpx", "raw"])
 @pytest.mark.parametrize("reset", [False, True], ids=["fin", "rst"])
 async def test_a_pooled_connection_closed_by_the_server_is_retried_on_a_fresh_one(reader, reset):
-    server = KeepAliveThenDrop(reset=reset)
+    server = KeepAliveThenDrop(ANSWER, reset=reset)
     records = await _run(server, 3, reader)
     assert [r.outcome for r in records] == ["ok", "ok", "ok"], [r.error for r in records]
     assert server.answered == 3 and server.connections == 3  # each retry went out on a new connection
@@ -84,7 +40,7 @@ async def test_a_pooled_connection_closed_by_the_server_is_retried_on_a_fresh_on
 
 @pytest.mark.anyio
 async def test_a_fresh_connection_closed_without_an_answer_is_a_failed_request():
-    server = KeepAliveThenDrop(drop_first=True)
+    server = KeepAliveThenDrop(ANSWER, drop_first=True)
     (record,) = await _run(server, 1)
     assert record.outcome == "truncated" and "without sending a response" in (record.error or "")
     assert server.connections == 1  # not retried
@@ -93,7 +49,7 @@ async def test_a_fresh_connection_closed_without_an_answer_is_a_failed_request()
 @pytest.mark.anyio
 @pytest.mark.parametrize("reader", ["httpx", "raw"])
 async def test_a_fresh_connection_reset_without_an_answer_is_a_failed_request(reader):
-    server = KeepAliveThenDrop(drop_first=True, reset=True)
+    server = KeepAliveThenDrop(ANSWER, drop_first=True, reset=True)
     (record,) = await _run(server, 1, reader)
     assert record.outcome == "reset", (record.outcome, record.error)
     assert server.connections == 1  # not retried
@@ -107,35 +63,18 @@ async def test_health_probe_on_a_pooled_connection_the_server_closed_asks_again(
     from infermatrix.core.plugins import get_plugin_manager
     from infermatrix.core.registry import build_engine
 
-    server = KeepAliveThenDrop()
-    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    port = srv.sockets[0].getsockname()[1]
-    pm = get_plugin_manager(load_entrypoints=False)
-    cfg = validate_config(pm, {"engine": {"kind": "openai", "base_url": f"http://127.0.0.1:{port}", "model": "m"}}, "t")
-    engine = build_engine(pm, cfg.engine, tmp_path)
-    assert engine is not None
-    try:
-        async with httpx.AsyncClient(timeout=5) as client:
-            assert [await engine.healthy(client) for _ in range(3)] == [None, None, None]
-    finally:
-        srv.close()
-        await srv.wait_closed()
+    server = KeepAliveThenDrop(ANSWER)
+    async with serving(server) as port, httpx.AsyncClient(timeout=5) as client:
+        pm = get_plugin_manager(load_entrypoints=False)
+        cfg = validate_config(pm, {"engine": {"kind": "openai", "base_url": f"http://127.0.0.1:{port}", "model": "m"}}, "t")
+        engine = build_engine(pm, cfg.engine, tmp_path)
+        assert engine is not None
+        assert [await engine.healthy(client) for _ in range(3)] == [None, None, None]
     assert server.answered == 3 and server.connections == 3
 
 
-@contextlib.asynccontextmanager
-async def _serving(server: KeepAliveThenDrop) -> AsyncIterator[int]:
-    """``server`` on a loopback port (yielded) while the block runs."""
-    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    try:
-        yield srv.sockets[0].getsockname()[1]
-    finally:
-        srv.close()
-        await srv.wait_closed()
-
-
 COUNT = b'{"count": 5}'
-COUNT_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(COUNT), COUNT)
+COUNT_ANSWER = http_answer(COUNT)
 
 
 @pytest.mark.anyio
@@ -146,15 +85,15 @@ async def test_a_tokenize_call_on_a_closed_pooled_connection_is_asked_again(rese
     burner failed "in verdict: ReadError")."""
     from infermatrix.core.measure.tokenizer import ServerTokenizer
 
-    server = KeepAliveThenDrop(reset=reset, answer=COUNT_ANSWER)
-    async with _serving(server) as port, httpx.AsyncClient(timeout=5) as client:
+    server = KeepAliveThenDrop(COUNT_ANSWER, reset=reset)
+    async with serving(server) as port, httpx.AsyncClient(timeout=5) as client:
         tok = ServerTokenizer(client, f"http://127.0.0.1:{port}", "m", "completions", {})
         counts = [await tok.count(f"text {i}") for i in range(3)]
     assert counts == [5, 5, 5] and server.answered == 3 and server.connections == 3
 
 
 USAGE = b'{"choices": [{"index": 0, "text": "x", "finish_reason": "length"}], "usage": {"prompt_tokens": 7, "completion_tokens": 1}}'
-USAGE_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(USAGE), USAGE)
+USAGE_ANSWER = http_answer(USAGE)
 
 
 @pytest.mark.anyio
@@ -162,8 +101,8 @@ async def test_a_usage_count_on_a_closed_pooled_connection_is_asked_again():
     """Without a tokenize endpoint a prompt is counted by a one-token request's usage: the same retry."""
     from infermatrix.core.measure.tokenizer import UsageTokenizer
 
-    server = KeepAliveThenDrop(reset=True, answer=USAGE_ANSWER)
-    async with _serving(server) as port, httpx.AsyncClient(timeout=5) as client:
+    server = KeepAliveThenDrop(USAGE_ANSWER, reset=True)
+    async with serving(server) as port, httpx.AsyncClient(timeout=5) as client:
         tok = UsageTokenizer(client, f"http://127.0.0.1:{port}", "m", "completions", {})
         counts = [await tok.count(f"text {i}") for i in range(3)]
     assert counts == [7, 7, 7] and server.answered == 3 and server.connections == 3
@@ -173,8 +112,8 @@ async def test_a_usage_count_on_a_closed_pooled_connection_is_asked_again():
 async def test_a_tokenize_endpoint_that_never_answers_is_an_error_after_the_retries():
     from infermatrix.core.measure.tokenizer import ServerTokenizer
 
-    server = KeepAliveThenDrop(drop_first=True, answer=COUNT_ANSWER)
-    async with _serving(server) as port, httpx.AsyncClient(timeout=5) as client:
+    server = KeepAliveThenDrop(COUNT_ANSWER, drop_first=True)
+    async with serving(server) as port, httpx.AsyncClient(timeout=5) as client:
         tok = ServerTokenizer(client, f"http://127.0.0.1:{port}", "m", "completions", {})
         with pytest.raises(httpx.RemoteProtocolError):
             await tok.count("text")
@@ -201,8 +140,8 @@ class _Aborting:
 async def test_a_declared_call_retries_a_closed_pooled_connection_and_notes_what_still_fails(drop_first, tmp_path):
     """The abort at a cell's end follows the cell's closed streams: a pooled connection closed under it is asked
     again; an engine that still answers nothing is noted in the cell's flags, not raised (the cell is measured)."""
-    server = KeepAliveThenDrop(drop_first=drop_first, answer=COUNT_ANSWER)
-    async with _serving(server) as port, httpx.AsyncClient(timeout=5) as client:
+    server = KeepAliveThenDrop(COUNT_ANSWER, drop_first=drop_first)
+    async with serving(server) as port, httpx.AsyncClient(timeout=5) as client:
         engine = _Aborting.make(port, tmp_path)
         notes = [await engine.abort_requests(client) for _ in range(3)]
     if drop_first:

@@ -18,7 +18,7 @@ from infermatrix.core.config import ConfigError, EngineConfig
 from infermatrix.core.engine.process import ChildProcess
 from infermatrix.core.engine.stale import send_again_if_stale
 from infermatrix.core.redact import redact_argv, redact_text, shell_join
-from infermatrix.core.engine.traits import EngineTraits, HttpCall
+from infermatrix.core.engine.traits import EngineTraits, HttpCall, error_text
 from infermatrix.core.types import Capacity, EngineInfo
 
 if TYPE_CHECKING:
@@ -43,11 +43,6 @@ def normalize_base_url(url: str | None) -> str:
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
-def _why(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 async def probe_reachable(
     client: httpx.AsyncClient, base_url: str, timeout_s: float, headers: dict[str, str] | None = None
 ) -> str | None:
@@ -65,7 +60,7 @@ async def probe_reachable(
     except httpx.TimeoutException:
         return f"no answer from {url} within {timeout_s:g} s"
     except httpx.HTTPError as exc:
-        return f"cannot reach {url} ({_why(exc)})"
+        return f"cannot reach {url} ({error_text(exc)})"
     if models.status_code in (401, 403):
         how = "the API key given" if headers and headers.get("Authorization") else "no API key (give engine.api_key_env or --api-key-env)"
         return f"{url} refused {how}: /v1/models answered {models.status_code}"
@@ -152,7 +147,7 @@ class Engine(abc.ABC):
         try:
             r = await send_again_if_stale(lambda: client.get(f"{self.base_url}/health", headers=self.headers, timeout=timeout_s), retries=1)
         except httpx.HTTPError as exc:
-            return self.redact(_why(exc))
+            return self.redact(error_text(exc))
         return None if r.status_code == 200 else f"/health answered {r.status_code}"
 
     async def recover(self, client: httpx.AsyncClient) -> str:
@@ -189,7 +184,7 @@ class Engine(abc.ABC):
                 else:
                     last = f"/health answered {health.status_code}"
             except httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                last = error_text(exc)
             if time.monotonic() >= deadline:
                 raise EngineError(
                     f"{self.kind} at {self.base_url} not ready after {timeout_s:.0f} s ({self.redact(last)}){self._tail_note()}"
@@ -270,7 +265,7 @@ class Engine(abc.ABC):
         try:  # a pooled connection closed under it (a cell's streams just closed) is asked again: engine/stale.py
             r = await send_again_if_stale(lambda: client.request(call.method, url, json=body, headers=self.headers, timeout=30))
         except httpx.HTTPError as exc:  # noted, as a refusal is: the measurement before it stands; a dead engine is the next step's to find
-            return self.redact(f"{call.method} {call.path} failed: {_why(exc)}")
+            return self.redact(call.failed(exc))
         return "ok" if r.status_code < 400 else f"{call.method} {call.path} answered {r.status_code}: {r.text[:160]}"
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "Gauges",
     "TokenizeAPI",
     "HttpCall",
+    "error_text",
     "EngineTraits",
     "PER_CHUNK_USAGE_FIELDS",
     "IGNORE_EOS_FIELDS",
@@ -139,6 +140,17 @@ class HttpCall:
     method: str
     path: str
     body: Mapping[str, Any] | None = None
+
+    def failed(self, exc: BaseException) -> str:
+        """The note for this call when the engine answered nothing (``POST /abort_request failed: ReadError: …``):
+        the runner's own declared calls and a plugin's override of them word it alike."""
+        return f"{self.method} {self.path} failed: {error_text(exc)}"
+
+
+def error_text(exc: BaseException) -> str:
+    """An exception in one line: its type, and its message where it has one (httpx's often have none)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @dataclass(frozen=True)

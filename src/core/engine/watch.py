@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable
 import anyio
 import httpx
 from infermatrix.core.engine.contract import Engine, LaunchedEngine
+from infermatrix.core.engine.traits import error_text
 
 __all__ = ["CONNECT_FAILURES", "WatchedTransport", "EngineDown", "StepFailed", "guarded", "down_reason"]
 
@@ -43,7 +44,7 @@ class WatchedTransport(httpx.AsyncBaseTransport):
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             self.errors += 1
             self.consecutive += 1
-            self.last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            self.last_error = error_text(exc)
             raise
         except httpx.TransportError:
             self.errors += 1
@@ -69,10 +70,6 @@ class StepFailed(Exception):
     def __init__(self, why: str):
         super().__init__(why)
         self.why = why
-
-
-def _text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 async def down_reason(engine: Engine, client: httpx.AsyncClient, cause: str = "") -> str | None:
@@ -126,9 +123,9 @@ async def guarded(engine: Engine, client: httpx.AsyncClient, transport: WatchedT
             if http is None:
                 error = exc  # not the engine's doing (a bug, the store): the caller's to handle
             else:  # outside a request's own accounting (prompts, gauges, recounts): is it the engine?
-                down = await down_reason(engine, client, _text(http))
+                down = await down_reason(engine, client, error_text(http))
                 if down is None:
-                    error = StepFailed(engine.redact(_text(http)))
+                    error = StepFailed(engine.redact(error_text(http)))
         else:
             if transport.errors != errors_before:  # something failed and was swallowed: is the engine still there?
                 down = await down_reason(engine, client, transport.last_error)

@@ -16,7 +16,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from infermatrix.core.engine.prometheus import sample_name
-from infermatrix.core.engine.traits import GAUGE_FIELDS, MetricNames
+from infermatrix.core.engine.traits import GAUGE_FIELDS, MetricNames, error_text
 
 from infermatrix.core.telemetry.ticker import RowBuffer
 
@@ -69,7 +69,7 @@ class EngineSeries(RowBuffer):
             page = r.text
         except httpx.HTTPError as exc:
             self.failures += 1
-            self.last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            self.last_error = error_text(exc)
             return
         t_mono = (t0 + time.monotonic()) / 2  # the page was rendered somewhere in between
         t = time.time() - (time.monotonic() - t_mono)

@@ -72,6 +72,9 @@ LLAMACPP_METRICS = MetricNames(
     spec_accepted_tokens="llamacpp:spec_decode_num_accepted_tokens_total",
 )
 
+# The prefix-cache reset, slot by slot: a per-slot path, so the plugin sends it (erase_slots).
+SLOT_ERASE = HttpCall("POST", "/slots/{slot_id}?action=erase")
+
 LLAMACPP_TRAITS = EngineTraits(
     metrics=LLAMACPP_METRICS,
     tokenize=LlamaTokenizeAPI(),
@@ -82,7 +85,7 @@ LLAMACPP_TRAITS = EngineTraits(
     per_chunk_usage_fields={"timings_per_token": True},
     per_chunk_usage_path=("timings", "predicted_n"),
     ignore_eos=True,  # the native "ignore_eos" field, accepted on the OpenAI endpoints
-    prefix_cache_reset=HttpCall("POST", "/slots/{slot_id}?action=erase"),  # per slot: see erase_slots()
+    prefix_cache_reset=SLOT_ERASE,  # per slot: see erase_slots()
     abort=None,  # closing the stream cancels the request
 )
 
@@ -191,16 +194,12 @@ class LlamaCppEngine(LaunchedEngine):
             ids = list(range(int(self.props.get("total_slots") or 0)))
         if not ids:  # every llama-server has a slot: neither /slots nor /props answered, so nothing was erased
             raise EngineError("llama-server named no slots to erase: neither /slots nor /props answered")
-        call = self.traits.prefix_cache_reset
-        assert call is not None
-        erased = 0
         for slot_id in ids:
-            url = f"{self.base_url}{call.path.format(slot_id=slot_id)}"
-            r = await send_again_if_stale(lambda: client.request(call.method, url, headers=self.headers, timeout=10))  # noqa: B023 (awaited here)
+            url = f"{self.base_url}{SLOT_ERASE.path.format(slot_id=slot_id)}"
+            r = await send_again_if_stale(lambda: client.request(SLOT_ERASE.method, url, headers=self.headers, timeout=10))  # noqa: B023 (awaited here)
             if r.status_code != 200:  # 501 without --slot-save-path: say what the server says
                 raise EngineError(f"llama-server refused to erase slot {slot_id} ({r.status_code}): {r.text[:200]}")
-            erased += 1
-        return erased
+        return len(ids)
 
     async def reset_prefix_cache(self, client: httpx.AsyncClient) -> str | None:
         """The runner's reset before a prefill probe: every slot erased (see :meth:`erase_slots`)."""
@@ -209,7 +208,7 @@ class LlamaCppEngine(LaunchedEngine):
         except EngineError as exc:
             return str(exc)
         except httpx.HTTPError as exc:  # no answer even on fresh connections: noted, as the core notes its declared calls
-            return self.redact(f"POST /slots/{{id}}?action=erase failed: {type(exc).__name__}: {exc}")
+            return self.redact(SLOT_ERASE.failed(exc))
 
 
 # ---- hooks ------------------------------------------------------------------------------------
