@@ -3,7 +3,9 @@ not the engine's, when its event loop stalled longer than a request's TTFT or e2
 
 from __future__ import annotations
 
-from infermatrix.core.load.burst_point import burst_stall
+import pytest
+
+from infermatrix.core.load.burst_point import burst_stall, burst_tail
 from infermatrix.core.load.stall import stall_bound_ms, stall_ms
 from infermatrix.core.types import RequestRecord
 
@@ -66,3 +68,15 @@ def test_a_stall_that_holds_the_last_end_is_held_to_the_span():
     assert why and "stalled 10.5 ms, holding the burst's last end (request 1; span 82 ms, bound 3.0 ms)" in why, why
     # the same stall at the first request's end held no span edge, and under its e2e's 25 ms floor nothing else
     assert burst_stall([*QUIET, (2.0605, 0.0105)], [(2.0, first), (2.0, last)]) is None
+
+
+def test_the_span_starts_at_the_first_send_not_before_its_connect():
+    # begun at 2.000 (opened), connected and handed to its socket 12 ms later (sent, before the write): a CI run stored
+    # a 170 ms sim burst 12.8 ms longer than the sim's record when the span started at ``opened``
+    first, last = _req(0, 2.012, 2.03, 2.10), _req(1, 2.015, 2.04, 2.182)
+    first.opened, last.opened = 2.0, 2.001
+    first.written = last.written = True
+    tail = burst_tail([first, last])
+    assert tail["first_sent"] == 2.012 and tail["duration_s"] == pytest.approx(0.170)
+    assert tail["tail_start"] == 2.10 and tail["tail_s"] == pytest.approx(0.082)  # the first end after the last send
+    assert tail["steady_request_rate"] == pytest.approx(1 / 0.088)  # one request ended by the tail's start, over 88 ms

@@ -128,7 +128,7 @@ INTERVAL_COVERED_MIN = 15
 TTFO_GAP_MS = LOOPBACK_MS
 
 # --- burst points (test_fidelity_burst.py), against the sim's receipt and finish times -----------------------------
-# The client's span starts as its first request is begun (before connecting) and ends when the last stream is read to
+# The client's span starts as its first request is handed to its connection (just before its write) and ends when the last stream is read to
 # its close; the server's from reading that first body to its last request's final step. Each end is one loopback
 # delivery apart (LOOPBACK_MS): the client's span is the server's plus less than two of them.
 BURST_SPAN_MS = 2 * LOOPBACK_MS

@@ -2,8 +2,8 @@
 count and span matching the point's"). llama-server logs each task's slot being taken (``launch_slot_``) and freed
 (``release``, with the tokens the slot then holds) on a clock of its own (minutes.seconds.ms.µs since it started):
 exactly the burst's requests ran, never more than its concurrency at once, and the point's duration — the first request's
-send beginning to the last stream read — spans the server's first take to its last release plus at most a few loopback
-deliveries (before the burst's start was that send's beginning, not its post-write stamp, this test caught it up to 31 ms short).
+send (before its write) to the last stream read — spans the server's first take to its last release plus at most a few loopback
+deliveries (when the burst's start was a stamp after the write, this test caught it up to 31 ms short).
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ def _span_end_held(ticks: list[tuple[float, float]], records: list[RequestRecord
     (measure/selfcheck.py ``edge_hold_ms``): past max(3 ms, 1 % of the span). Only the end: the span's start is
     followed by the burst's own sends, the loop's work and the burst's time. Seen in a full suite on two loaded cores:
     a sim burst of 82 ms read 10.8 ms long and stored valid under the per-request 25 ms floor."""
-    tail = burst_tail(records)  # the span the burst stores: from its first request begun to its last end
+    tail = burst_tail(records)  # the span the burst stores: from its first request's send to its last end
     if not tail:
         return None
     last = next(r for r in records if r.written and r.ended == tail["last_end"])
@@ -113,21 +113,25 @@ def _span_end_held(ticks: list[tuple[float, float]], records: list[RequestRecord
 
 
 def burst_tail(records: list[RequestRecord]) -> dict[str, Any]:
-    """The burst's span and its tail from the requests that were written: from the first request's send *beginning*
-    (``opened``: before it connects and writes) to the last end, when the tail began (the first request end after the
-    last request was sent: from then on fewer than ``concurrency`` are in flight and none waits), and the request and
-    token rates before it. Why ``opened`` and not ``sent``: a
-    burst's clock starts with its first request begun, connect included (a new connection's connect is the burst's
-    time). ``sent`` was stamped after the write returned until 2026-12-06, and a client descheduled between its write
-    and that stamp stamped late while the server was already working — a burst came out up to 31 ms (4 %) shorter
-    than a real engine's own log of it; ``sent`` is now stamped before the write too. A stamp taken before the write
-    can only be early, by the connect and write (well under a millisecond on loopback), and then the span holds the
-    server's (docs/metrics.md, "Bursts")."""
+    """The burst's span and its tail from the requests that were written: from the first request's send (``sent``:
+    stamped as it is handed to a connected socket, just before its first byte is written) to the last end, when the
+    tail began (the first request end after the last request was sent: from then on fewer than ``concurrency`` are in
+    flight and none waits), and the request and token rates before it.
+
+    Why ``sent``, not the moment the request was begun (``opened``, before connecting; the span's start from
+    2026-12-06 to 12-07): the span is the engine's time, and no request is in the engine before its first byte is
+    written. Between ``opened`` and ``sent`` lie the connect and the client's own dispatch of the burst's other
+    requests, which its loop runs meanwhile: 1-39 ms for the first request on two loaded cores (60-190 ms sim
+    bursts), and a CI run stored a 170 ms burst 12.8 ms longer than the sim's record of it, ``valid``. A stamp taken
+    before the write can only be early, by the write and its loopback delivery, so the span still holds the server's
+    whole. (``sent`` was stamped after the write until 2026-12-06: a client descheduled in between stamped late while
+    the server was already working, and a burst read up to 31 ms (4 %) shorter than a real engine's log of it.) Each
+    request's connect stays in its own e2e, which counts from its due time (docs/metrics.md, "Bursts")."""
     written = [r for r in records if r.written]
     ends = [r.ended for r in written if r.ended is not None]
     if not written or not ends:
         return {}
-    first, last_sent, last = min(r.sent if r.opened is None else r.opened for r in written), max(r.sent for r in written), max(ends)
+    first, last_sent, last = min(r.sent for r in written), max(r.sent for r in written), max(ends)
     tail_start = min((e for e in ends if e >= last_sent), default=last)
     before = tail_start - first
     done_before = sum(1 for r in written if r.outcome == "ok" and r.ended is not None and r.ended <= tail_start)

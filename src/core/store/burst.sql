@@ -10,7 +10,7 @@ CREATE TABLE IF NOT EXISTS bursts (
     requests            INTEGER,            -- requests in the burst
     concurrency         INTEGER,            -- the cap on requests in flight (requests when all go at once)
     natural_stop        BOOLEAN,            -- sent without ignore_eos: each request stops at its own length
-    first_sent          DOUBLE,             -- monotonic: the first request begun (before connecting): the span's start
+    first_sent          DOUBLE,             -- monotonic: the first request's send (after connecting, before its write): the span's start
     last_end            DOUBLE,             -- monotonic: the last request's end (its last token read, the stream closed)
     duration_s          DOUBLE,             -- last_end - first_sent
     tail_start          DOUBLE,             -- the first request end after the last request was sent: from then on
