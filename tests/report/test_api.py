@@ -22,7 +22,7 @@ def test_the_api_is_small_and_typed():
     assert issubclass(api.ConfigError, ValueError)
 
 
-@pytest.mark.slow  # two short runs against launched sims (about 10 s)
+@pytest.mark.slow  # two short runs against launched sims (about 20 s)
 def test_the_docs_examples_run_as_written(tmp_path, monkeypatch):
     blocks = BLOCK.findall((ROOT / "docs" / "api.md").read_text())
     assert len(blocks) == 5

@@ -221,7 +221,7 @@ def test_imported_reference_against_a_sim_run(sim_run_db, tmp_path):
                    rf"×{tb / ta:.2f}( [✓✗])? \|.*\| {re.escape(fmt_ms(fa))} \| {re.escape(fmt_ms(fb))} \| ×{fb / fa:.2f}")
         assert re.search(pattern, md), pattern
     warning = next(x for x in md.splitlines() if "method differs" in x)
-    assert "duration: A 30 s, B 1 s" in warning and "max output: A 4,096 tokens" in warning
+    assert "duration: A 30 s, B 3 s" in warning and "max output: A 4,096 tokens" in warning
 
 
 def test_best_run_per_cell_names_no_winner_inside_the_noise_rule(store):

@@ -16,7 +16,8 @@ chat API, and every figure is checked against the chain, not against infermatrix
   where TTFO sits token by token is checked by the counts above (NULL at K + 2 tokens, set from K + 3);
 - latency_percentiles has the ttfo metric, and the text report shows TTFO beside TTFT.
 
-One vLLM launch (~30 s on two cores) and two 2 s cells: ~45 s. The model's 32 layers make a decode step ~19 ms on two
+One vLLM launch (~30 s on two cores) and two 4 s cells: ~50 s. Four, not two: beside a CPU burner a decode step took
+37 ms, not 19, a 36-token request 1.3 s, and two 2 s windows completed only two requests that reached the answer. The model's 32 layers make a decode step ~19 ms on two
 cores, so a request's reasoning span (~0.5 s) is far longer than the client's scheduling stalls there (with 1 layer,
 ~2 ms a step, whole streams arrived in one read and TTFO could not be told from TTFT: scripts/make_chain_model.py).
 """
@@ -43,7 +44,7 @@ FIRST_ANSWER = K + 3  # the generated token that starts the answer
 MAX_OUTPUT = 36
 ENGINE = ("--set", "engine.args.load_format=auto", "--set", "engine.args.reasoning_parser=deepseek_r1")  # its real weights
 MATRIX = ("--set", "matrix.contexts=[256]", "--set", "matrix.prefill_contexts=[]", "--set", "matrix.concurrency=[1,2]",
-          "--set", "matrix.duration_s=2", "--set", f"matrix.max_output={MAX_OUTPUT}", "--set", "matrix.api=chat",
+          "--set", "matrix.duration_s=4", "--set", f"matrix.max_output={MAX_OUTPUT}", "--set", "matrix.api=chat",
           "--set", "matrix.check_client=false")  # fmt: skip
 HDR_PRECISION = 0.001  # the histograms keep 3 significant digits: p0 and p100 are within 0.1 % of the true extremes
 # A decode step of the chain model takes ~19 ms on two cores: tokens read less than 5 ms apart on average were not
