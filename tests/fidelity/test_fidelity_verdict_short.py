@@ -4,7 +4,8 @@ One stream of 16- and of 32-token requests on the ``tiny`` sim (2 ms steps: span
 Before, every such cell came out ``client_bound`` ("stamps held by stalls ... 1.0-1.3 % of their spans", and more on
 this shared machine), its rates within 1 % of the server's. Judged by the sim's own record of the cell's window:
 
-* the 32-token cell is ``valid``, and its total and per-request tok/s and TBT are within their bars (bars.py);
+* the 32-token cell is ``valid``, and its total and per-request tok/s and TBT are within their bars (bars.py; the
+  per-request ones with the last chunk's usual extra delay, ``LAST_CHUNK_LATE_MS``, over the server's mean span);
 * the 16-token cell states a span share of at most 100 %. It is not held to the 1 % bars: 1 % of its ~20 ms span is
   0.2 ms, and the sim writes a request's last chunk after its own end-of-request bookkeeping (scheduler._emit calls
   _done before the handler can write), 0.1-0.3 ms after the step-end time its record gives (median last-chunk delay
@@ -35,9 +36,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.solo]  # solo: the claim is "never c
 WINDOW_S = 4
 
 
-def _server_rate(truth: dict, prefix: str, start: float, end: float) -> float:
-    """The server's per-request tok/s over [start, end] by docs/metrics.md's definition, from its step record."""
-    tokens, span = 0, 0.0
+def _server_rate(truth: dict, prefix: str, start: float, end: float) -> tuple[float, float]:
+    """The server's per-request tok/s over [start, end] by docs/metrics.md's definition, from its step record, and the
+    mean span (s) of the requests it counts."""
+    tokens, span, spans = 0, 0.0, 0
     for req in truth["requests"]:
         if not (req.get("request_id") or "").startswith(prefix):
             continue
@@ -48,7 +50,8 @@ def _server_rate(truth: dict, prefix: str, start: float, end: float) -> float:
         if len(inside) - first >= 2 and inside[-1][0] > inside[first][0]:
             tokens += sum(n for _, n in inside[first + 1 :])
             span += inside[-1][0] - inside[first][0]
-    return tokens / span
+            spans += 1
+    return tokens / span, span / spans
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +77,7 @@ def test_one_stream_of_short_requests(sim, out):
         ).fetchone()
     client = json.loads(flags)["client"]
     w = httpx.get(f"{server.base_url}/debug/window", params={"start": ws, "end": we}, timeout=60).json()
-    rate = _server_rate(server.truth(), f"{run_id}-decode-", ws, we)
+    rate, mean_span_s = _server_rate(server.truth(), f"{run_id}-decode-", ws, we)
     seen = (out, status, reason, client["span_lag_share"], client["window"], f"total {total} / {w['total_tps']}",
             f"per-request {per_req} / {rate}", f"tbt {tbt} / {1000 / rate}")  # fmt: skip
     print(seen)
@@ -84,5 +87,6 @@ def test_one_stream_of_short_requests(sim, out):
         return
     assert status == "valid", seen  # before issue 27: client_bound on every run here
     assert bars.judged(status, rel_err(total, w["total_tps"]) <= bars.TOTAL_TPS), seen
-    assert bars.judged(status, rel_err(per_req, rate) <= bars.PER_REQUEST_TPS), seen
-    assert bars.judged(status, rel_err(tbt, 1000 / rate) <= bars.TBT), seen
+    late = bars.LAST_CHUNK_LATE_MS / (mean_span_s * 1000)  # the last chunk's usual extra delay, of the server's spans
+    assert bars.judged(status, rel_err(per_req, rate) <= bars.PER_REQUEST_TPS + late), (seen, late)
+    assert bars.judged(status, rel_err(tbt, 1000 / rate) <= bars.TBT + late), (seen, late)

@@ -118,8 +118,11 @@ def test_local_tokenizer_sizes_prompts_without_tokenize(tiny_model):
         target = min(contexts, key=lambda c: abs(c - size))
         assert abs(size - target) <= max(16, 0.005 * target), (size, target, sizes)
     assert {min(contexts, key=lambda c: abs(c - s)) for s in sizes} == set(contexts)  # both rows were sent
-    probes = [p for p in result.prefill() if p["status"] == "valid"]
-    assert probes and all(abs(p["prompt_tokens"] - 2048) <= 16 for p in probes)
+    # The prefill probes (their X-Request-Id says so) as the server received them, whatever the point's status: beside a CPU burner
+    # every probe of the 2K point was once held by the client's loop and the point stored client_bound, its sizes right.
+    probes = [r["prompt_tokens"] for r in truth["requests"] if f"{result.run_id}-prefill-" in (r["request_id"] or "")]
+    assert probes and all(abs(n - 2048) <= 16 for n in probes), probes
+    assert [abs(p["prompt_tokens"] - 2048) <= 16 for p in result.prefill()] == [True]  # and stored as sent
     # No usage calibration either: besides warm-ups and probes (max_tokens 1) the server saw only decode requests:
     # max_output, or a stream's staggered (shortened) first request (docs/metrics.md, "Staggered phases").
     decode_lengths = {first_max_tokens(i, n, 32) for n in (1, 2) for i in range(n)}
