@@ -30,8 +30,8 @@ TBT_LONG_SPANS = 0.005
 # Beyond it, a request's last chunk reaches the client later after its emission than its other chunks do: median
 # 0.39 ms against 0.11 ms (scripts/calibrate_verdict.py, docs/performance.md "Client verdict calibration"), a delay
 # that is no stall, so the client verdict's span share does not count it. It lengthens every span alike: ~0.3 ms of
-# the server's mean span (its own record), added to the 1 % bar — 0.7 % at 42 ms. Measured idle on 2026-12-07, four
-# runs: 0.73-1.05 % off the server's rate, with span shares of 0.37-0.90 %; beside a CPU burner 1.0008 %.
+# the server's mean span (its own record), added to the 1 % bar — 0.7 % at 42 ms. Measured idle on 2026-12-07, six
+# runs: 0.73-1.05 % off the server's rate, with span shares of 0.36-0.90 %; beside a CPU burner 1.0008 %.
 LAST_CHUNK_LATE_MS = 0.3
 # Restarts take one round trip, during which a stream has no request in flight.
 AVG_ACTIVE = 0.05  # of N
