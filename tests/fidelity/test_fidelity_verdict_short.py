@@ -7,10 +7,12 @@ this shared machine), its rates within 1 % of the server's. Judged by the sim's 
 * the 32-token cell is ``valid``, and its total and per-request tok/s and TBT are within their bars (bars.py; the
   per-request ones with the last chunk's usual extra delay, ``LAST_CHUNK_LATE_MS``, over the server's mean span);
 * the 16-token cell states a span share of at most 100 %. It is not held to the 1 % bars: 1 % of its ~20 ms span is
-  0.2 ms, and the sim writes a request's last chunk after its own end-of-request bookkeeping (scheduler._emit calls
-  _done before the handler can write), 0.1-0.3 ms after the step-end time its record gives (median last-chunk delay
-  0.39 ms against 0.11 ms for the others at 32 tokens, scripts/calibrate_verdict.py): ~1 % at 16 tokens that no client
-  could see or correct (docs/performance.md, "Client verdict calibration").
+  0.2 ms, and a request's last chunk reaches the client 0.1-0.3 ms later after the step-end time the sim's record
+  gives than its other chunks do (median last-chunk delay 0.39 ms against 0.11 ms at 32 tokens,
+  scripts/calibrate_verdict.py): ~1 % at 16 tokens that no client could see or correct (docs/performance.md, "Client
+  verdict calibration"). Not the sim's end-of-request bookkeeping before its write, as first thought: a record of the
+  sim's own writes, tried on 2026-12-07, moved the 32-token server rate by 0.03-0.09 % only (docs/performance.md,
+  ninth session); the same delay is ``LAST_CHUNK_LATE_MS`` in the 32-token cell's bars.
 
 per_request_tps is compared with the server's emissions under the client's own definition (docs/metrics.md): the
 request's first arrival is its first in-window chunk and those within ARRIVAL_GROUP_S of it. The sim, behind its
