@@ -104,8 +104,8 @@ def test_high_n_cells_are_right_or_client_bound(fast_sim, transport):
         # The engine's running count is stored beside the client's in-flight count, over the same reads. A read that
         # takes over 1 s says little about its moment and is dropped: on a starved machine a 2 s window may keep one,
         # or none -- then only in a cell the client verdict disowned, and the reads that got no answer are counted
-        # (failed, late, or cut short by the window's end or the edge read's bound: measure/steady.py; a run beside a
-        # CPU burner once stored none kept and none counted, when a cut-short read was not counted).
+        # (failed, or late: answered, or still unanswered when cut, after 1 s -- measure/steady.py; a run beside a
+        # CPU burner once stored none kept and none counted, when a read cut short unanswered was not counted).
         b = flags["batch"]
         if b is None:
             assert c["status"] == "client_bound" and flags["engine_gauges"]["failed_reads"] >= 1, seen
