@@ -51,7 +51,11 @@ def test_a_burst_matrix_matches_the_servers_record_of_its_requests_and_span():
         server_s = max(f for _, f in spans) - min(r for r, _ in spans)
         assert b["duration_s"] >= server_s, (b["duration_s"], server_s)
         # The span and tail bars hold a burst the client kept up with; one its own loop stall disowned says so (bars.judged).
-        assert judged(b["status"], (b["duration_s"] - server_s) * 1000 < BURST_SPAN_MS), (b["duration_s"], server_s)
+        # The span starts at the first send, the server's at its first receipt, which the sim's own lateness may have
+        # held (received_held_s: docs/sim.md); the client's span holds that wait.
+        first = min(mine, key=lambda t: t["received"])
+        excess_ms = (b["duration_s"] - server_s - first["received_held_s"]) * 1000
+        assert judged(b["status"], excess_ms < BURST_SPAN_MS), (b["duration_s"], server_s, first["received_held_s"])
         assert b["status"] == "valid" or "the client's event loop stalled" in b["reason"], b["reason"]
         assert b["request_rate"] == pytest.approx(b["completed"] / b["duration_s"])
         assert b["output_tps"] == pytest.approx(sum(t["output_tokens"] for t in mine) / b["duration_s"])

@@ -7,6 +7,7 @@ loopback delivery delay, well under a millisecond).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 
@@ -55,3 +56,16 @@ def decode_request_id(run_id: str, ctx: int, n: int, stream: int, seq: int) -> s
     """The X-Request-Id the core sends for a decode cell's request (``{run}-decode-{context}-{n}-s{stream}-r{seq}``,
     measure/cell.py's ``id_prefix``): the key that joins a stored request to the sim's record of it."""
     return f"{run_id}-decode-{ctx}-{n}-s{stream}-r{seq}"
+
+
+def receipt_ttft_ms(r: dict) -> tuple[float, float]:
+    """A request's TTFT on the server's record, in ms, as a range: first token − receipt, and that plus how long the
+    sim's own lateness may have held the receipt (``received_held_s``: docs/sim.md, "The sim's own lateness"). A client's
+    TTFT, timed from its send, holds that wait; the sim's ``received`` does not."""
+    ttft = (r["first_token"] - r["received"]) * 1000.0
+    return ttft, ttft + r["received_held_s"] * 1000.0
+
+
+def median_range(ranges: list[tuple[float, float]]) -> tuple[float, float]:
+    """The median of each end of ``ranges`` — the median of values known to lie in them lies in this range."""
+    return statistics.median(lo for lo, _ in ranges), statistics.median(hi for _, hi in ranges)

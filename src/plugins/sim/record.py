@@ -55,7 +55,8 @@ def window_record(sched: Scheduler, start: float, end: float) -> dict[str, Any]:
             rate_tokens += sum(k for _, k in inside[1:])
             rate_span += inside[-1][0] - inside[0][0]
         reqs.append({
-            "request_id": s.request_id, "received": s.received, "first_token": s.first_token, "finished": s.finished,
+            "request_id": s.request_id, "received": s.received, "received_held_s": sched.loop_watch.held_s(s.received),
+            "first_token": s.first_token, "finished": s.finished,
             "finish_reason": s.finish_reason, "max_tokens": s.max_tokens, "output_tokens": s.generated,
             "tokens_in_window": sum(k for _, k in inside),
         })  # fmt: skip

@@ -25,6 +25,7 @@ from collections import OrderedDict, deque
 from typing import Any
 
 from infermatrix.plugins.sim.chunked import finish_chunks, plan_chunks
+from infermatrix.plugins.sim.loopwatch import LoopWatch
 from infermatrix.plugins.sim.profile import SimProfile
 from infermatrix.plugins.sim.seq import Seq
 from infermatrix.plugins.sim.tasks import natural_limit, plan_answer
@@ -73,10 +74,11 @@ class Scheduler:
         self._decode_wake = asyncio.Event()
         self._prefill_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self.loop_watch = LoopWatch()  # the sim's own lateness, for the truth record (loopwatch.py)
 
     # --- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._decode_loop())]
+        self._tasks = [asyncio.create_task(self._decode_loop()), asyncio.create_task(self.loop_watch.run())]
         if not self.chunked:  # chunked: the step loop runs the prefills
             self._tasks.append(asyncio.create_task(self._prefill_loop()))
         if self.p.has_frontend:
@@ -456,7 +458,10 @@ class Scheduler:
     def truth(self, since: float | None = None, blocks: bool = False) -> dict[str, Any]:
         """Requests active at or after ``since`` (all when None), steps that started at or after it; with
         ``blocks``, each request's prompt block hashes too (``GET /debug/truth?blocks=1``)."""
-        reqs = [s.truth(blocks) for s in self.records if since is None or s.finished is None or s.finished >= since]
+        reqs = [
+            {**s.truth(blocks), "received_held_s": self.loop_watch.held_s(s.received)}
+            for s in self.records if since is None or s.finished is None or s.finished >= since
+        ]  # fmt: skip
         steps = [
             {"t_start": a, "duration_s": d, "planned_s": pl, "batch_size": b, "tokens": n, "lag_s": lag, "prefill_tokens": pf}
             for a, d, pl, b, n, lag, pf in self.steps
@@ -482,5 +487,6 @@ class Scheduler:
         self.records.extend(self.live)
         self.steps.clear()
         self.max_lag_s = 0.0
+        self.loop_watch.clear()
         if cache:
             self.lru.clear()
