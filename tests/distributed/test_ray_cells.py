@@ -69,7 +69,8 @@ def test_total_tps_matches_the_sims_record(runs, name):
     if cell["status"] == "valid":
         assert abs(err) < 0.01, (cell["total_tps"], record["total_tps"], cell["flags"].get("hosts"))
     else:
-        assert "client host" in cell["reason"] or "client stamps" in cell["reason"], cell["reason"]
+        # (or the engine's count of the window, known too roughly to confirm the client's: measure/selfcheck.py)
+        assert any(k in cell["reason"] for k in ("client host", "client stamps", "window count is unsettled")), cell["reason"]
         if "fewer tokens in the window" in cell["reason"]:  # the shortfall it disowned the cell for is in the sim's record too
             assert err < 0, (cell["total_tps"], record["total_tps"], cell["reason"])
     # Three actors on three distinct nodes, every stream on one of them, the hosts' tokens adding up to the cell's.
