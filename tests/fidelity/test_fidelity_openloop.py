@@ -38,10 +38,12 @@ def test_poisson_at_a_rate_the_client_holds_is_valid_and_the_server_saw_the_sche
     reqs = result.query("SELECT * FROM point_requests WHERE run_id = ? ORDER BY request_no", [result.run_id])
     assert len(reqs) == p["scheduled"]
     # The server's receipt times (same monotonic clock, system-wide): never before the scheduled time, and
-    # within the lag bound of it at the nearest-rank p99, as the client's own lag claims.
+    # within the lag bound of it at the nearest-rank p99, as the client's own lag claims — less the sim's own
+    # lateness at each receipt (received_held_s: a sim waiting for a core reads a request late; docs/sim.md).
     late_ms = sorted((truth[r["request_id"]]["received"] - r["scheduled"]) * 1000 for r in reqs)
     assert late_ms[0] >= 0
-    assert percentile(late_ms, 99 / 100) <= bound
+    sent_late_ms = sorted((truth[r["request_id"]]["received"] - truth[r["request_id"]]["received_held_s"] - r["scheduled"]) * 1000 for r in reqs)
+    assert percentile(sent_late_ms, 99 / 100) <= bound, (sent_late_ms[-3:], late_ms[-3:])
     # Latency from the scheduled time is the latency from the send plus the lag, request by request.
     for r in reqs:
         assert r["ttft_ms"] == pytest.approx(r["ttft_sent_ms"] + r["lag_ms"], abs=OPENLOOP_MS_ROUNDING)
