@@ -39,14 +39,16 @@ def test_the_docs_examples_run_as_written(tmp_path, monkeypatch):
     text = out.getvalue()
     assert "| Context |" in text and "Comparison" in text and "Input should be a valid number" in text
     with api.open(tmp_path / "results.duckdb") as results:
-        assert {r[0] for r in results.sql("SELECT DISTINCT run_id FROM decode_matrix WHERE status = 'valid'").fetchall()} == {
-            run.run_id, faster.run_id}
+        # Some cell valid, so the interval and verdict checks below can fail (beside a CPU burner both cells of one
+        # run came out client_bound once, rightly: stalls held 1.5-2.6 % of its 256-token requests' spans; the
+        # examples now ask 1,024-token requests, spans four times as long).
+        assert results.sql("SELECT count(*) FROM decode_matrix WHERE status = 'valid'").fetchall()[0][0] >= 1
         valid = {(r[0], r[1]): r[2] == "valid" for r in results.sql(
             "SELECT run_id, concurrency, status FROM decode_matrix").fetchall()}  # fmt: skip
         per_cell = dict(results.sql("SELECT concurrency, count(*) FROM cell_intervals WHERE run_id = ? GROUP BY 1",
                                     params=[run.run_id]).fetchall())  # fmt: skip
     # Every valid cell has its rates' and latencies' intervals; a cell the loaded machine made client_bound has none.
-    assert sum(valid.values()) >= 2 and {c for (r, c), ok in valid.items() if ok and r == run.run_id} == set(per_cell)
+    assert {c for (r, c), ok in valid.items() if ok and r == run.run_id} == set(per_cell)
     assert all(n >= 6 for n in per_cell.values()), per_cell
     for fmt in ("markdown", "json"):  # the CLI's renderers, word for word
         proc = run_cli("report", run.run_id, "--db", str(tmp_path / "results.duckdb"), "--format", fmt)
