@@ -59,8 +59,7 @@ def _run(which: set[str], samples: int) -> tuple[dict, list[dict], dict[str, dic
 
 def _excess_ms(probe: dict, truth: dict[str, dict]) -> float:
     """How much longer the client's TTFT of ``probe`` was than the sim's receipt-to-first-token of it."""
-    t = truth[probe["request_id"]]
-    return probe["ttft_ms"] - (t["first_token"] - t["received"]) * 1000
+    return probe["ttft_ms"] - receipt_ttft_ms(truth[probe["request_id"]])[0]
 
 
 def _held_and_bound(outcome: str) -> tuple[float, float]:

@@ -246,25 +246,26 @@ def _window_count(
                            "ratio": round(cli / eng, 5) if eng > 0 else None, "tolerance": round(tol, 5), "tight": round(tight, 5), "confirms": confirms,
                            "conclusive": eng > 0 and (confirms or tol <= RATE_CHECK_MAX_TOL)}  # fmt: skip
     check = d["rate_check"]
-    if check is not None and check["ratio"] is not None and abs(check["ratio"] - 1) > check["tolerance"]:
-        # Apart by more than every uncertainty allows, conclusive or not: the window was miscounted.
-        ratio = check["ratio"]
-        side = "fewer" if ratio < 1 else "more"
-        _bind(v, f"the client counted {100 * abs(1 - ratio):.1f} % {side} tokens in the window than the engine generated")
-        return
     if check is not None and check["confirms"]:
-        return  # agreement as close as chunks in flight allow: the window count stands
-    if check is not None and check["conclusive"]:
-        # Known well enough to judge by (tolerance <= RATE_CHECK_MAX_TOL), and apart by more than chunks in flight allow:
-        # within the reads' timing the count may be right or off by the whole gap plus that timing, so the rates cannot
-        # claim RATE_TOLERANCE. Until 2026-12-07 this was taken as agreement: a 256-stream cell stored valid with its
-        # total 1.9 % under the sim's record, the engine's count 1.9 % over the client's, its tolerance 3.0 %.
-        ratio, tight = check["ratio"], check["tight"]
-        side = "fewer" if ratio < 1 else "more"
-        _bind(v, f"the client's window count is unsettled: {100 * abs(1 - ratio):.1f} % {side} tokens than the engine generated, "
-                 f"beyond the {100 * tight:.1f} % that chunks in flight allow, with the engine's reads timed to ±{100 * (check['tolerance'] - tight):.1f} %",
-              100 * (abs(1 - ratio) + check["tolerance"] - tight))  # fmt: skip
-        return
+        return  # agreement as close as chunks in flight allow: the window count stands (tight <= tolerance: never apart)
+    if check is not None and check["ratio"] is not None:
+        ratio = check["ratio"]
+        gap, side = 100 * abs(1 - ratio), "fewer" if ratio < 1 else "more"
+        if abs(ratio - 1) > check["tolerance"]:
+            # Apart by more than every uncertainty allows, conclusive or not: the window was miscounted.
+            _bind(v, f"the client counted {gap:.1f} % {side} tokens in the window than the engine generated")
+            return
+        if check["conclusive"]:
+            # Known well enough to judge by (tolerance <= RATE_CHECK_MAX_TOL), and apart by more than chunks in flight
+            # allow: within the reads' timing the count may be right or off by the whole gap plus that timing, so the
+            # rates cannot claim RATE_TOLERANCE. Until 2026-12-07 this was taken as agreement: a 256-stream cell stored
+            # valid with its total 1.9 % under the sim's record, the engine's count 1.9 % over the client's, its
+            # tolerance 3.0 %.
+            timing = 100 * (check["tolerance"] - check["tight"])
+            _bind(v, f"the client's window count is unsettled: {gap:.1f} % {side} tokens than the engine generated, "
+                     f"beyond the {100 * check['tight']:.1f} % that chunks in flight allow, with the engine's reads timed to ±{timing:.1f} %",
+                  gap + timing)  # fmt: skip
+            return
     edge_lag = edge_lag_ms(ticks, (ws, we)) if ticks is not None else None
     if edge_lag is not None and measured > 0:
         # The tick that spans an edge overslept by as long as the client was stalled there: stamps that
