@@ -24,7 +24,7 @@ from infermatrix.core.measure.engine_stats import counter_deltas
 from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
 from infermatrix.core.measure.selfcheck import client_verdict, settle_status
 from infermatrix.core.measure.stagger import first_max_tokens
-from infermatrix.core.measure.steady import EngineGauges, GaugeSample
+from infermatrix.core.measure.steady import RAMP_END_READ_S, RAMP_END_TRIES, EngineGauges, GaugeSample
 from infermatrix.core.measure.priority import client_priority
 from infermatrix.core.measure.ramp_check import ramp_check
 from infermatrix.core.stream.loop_lag import ClientMonitor, worst
@@ -65,6 +65,7 @@ class _LiveCell:
     steady_samples: list[GaugeSample] = field(default_factory=list)  # the steady-state wait's reads: compared with the client's count too
     streams_from: float = 0.0  # monotonic, just after the engine's counters were read before the streams started
     ramp_end_reads: list[GaugeSample] = field(default_factory=list)  # a ramp that gave up: the engine read then (ramp_check.py)
+    ramp_gave_up: float | None = None  # monotonic: when the ramp's timeout passed (streams that started later did not start in time)
 
     def __post_init__(self) -> None:
         self.by_stream = [[] for _ in range(self.n)]
@@ -264,8 +265,10 @@ class CellRunner:
                             break
                         await anyio.sleep(0.005)
                 live.ramp_ok = not ramp.cancelled_caught and not live.dead
+                if ramp.cancelled_caught:
+                    live.ramp_gave_up = time.monotonic()
                 if not live.ramp_ok and self.matrix.check_client:  # whose failure was it? (ramp_check.py)
-                    await self.gauges.edge_read(live.ramp_end_reads)
+                    await self.gauges.edge_read(live.ramp_end_reads, RAMP_END_READ_S, RAMP_END_TRIES)
                 if live.ramp_ok:
                     # Steady state: the engine itself runs all N and queues none (when it reports it).
                     self._phase("steady", time.monotonic() + self.matrix.steady_timeout_s)
@@ -311,7 +314,7 @@ class CellRunner:
         count = getattr(self.tokenizer, "count_output", None)
         # Tokenizer fallback first, so the numbers below are computed once, from the corrected counts.
         recounted = await recount_chunks(records, count, window_start, window_end) if count is not None else 0
-        result = self._result(context_tokens, n, started_at, records, window_start, window_end, live.ramp_ok, live.dead)
+        result = self._result(context_tokens, n, started_at, records, window_start, window_end, live.ramp_ok, live.ramp_gave_up)
         after = await self.gauges.read()
         after_at = time.monotonic()  # the counter was read by now: the engine stopped the closed streams before
         result.flags["tokens"] = await reconcile_tokens(n, records, before, after, recounted, count, after_at)
@@ -350,6 +353,9 @@ class CellRunner:
         result.flags["ramp_check"] = None if check is None else check.as_dict()
         if check is not None and check.behind and result.status == "error":
             result.status, result.reason = "client_bound", f"{result.reason}; {check.reason()}"
+        elif check is None and result.status == "error" and self.gauges.state == "found" and not live.ramp_end_reads:
+            # The engine has the counter but did not answer at the ramp's end: say so, rather than imply it was the engine.
+            result.reason = f"{result.reason}; whose it was is unknown: the engine did not answer its reads at the ramp's end"
 
     def _judge_hosts(self, result: CellResult, live: _LiveCell) -> None:
         """Ray actors: per-host numbers and clocks, the histograms merged from the hosts', and one slow or badly
@@ -440,7 +446,7 @@ class CellRunner:
 
     def _result(
         self, ctx: int, n: int, started_at: float, records: list[RequestRecord],
-        ws: float, we: float, ramp_ok: bool, dead: set[int],
+        ws: float, we: float, ramp_ok: bool, gave_up: float | None,
     ) -> CellResult:
         self._phase("verdict")
         looped = 0
@@ -465,7 +471,9 @@ class CellRunner:
         if looped:
             status, reason = "looped", f"{looped} of {len(records)} requests repeated themselves"
         elif not ramp_ok:
-            got = sum(1 for i in range(n) if any(r.first_token for r in records if r.stream_index == i))
+            # Counted at the timeout: the engine's reads after it (ramp_check.py) can outlast a late stream's start.
+            by = gave_up if gave_up is not None else float("inf")
+            got = sum(1 for i in range(n) if any(r.first_token is not None and r.first_token <= by for r in records if r.stream_index == i))
             status = "error"
             reason = f"only {got} of {n} streams got a first token within {self.matrix.ramp_timeout_s:.0f} s"
             if failed:

@@ -22,12 +22,17 @@ import httpx
 from infermatrix.core.engine.prometheus import metric_samples, scan_values
 from infermatrix.core.engine.traits import Gauges, MetricNames
 
-__all__ = ["EngineGauges", "Gauges", "GaugeSample", "in_window", "EDGE_READ_S", "SteadyState", "parse_gauges", "METRICS_NOT_FOUND", "WINDOW_POLL_S", "STEADY_POLL_S", "SLOW_READ_S"]
+__all__ = [
+    "EngineGauges", "Gauges", "GaugeSample", "in_window", "EDGE_READ_S", "SteadyState", "parse_gauges", "METRICS_NOT_FOUND",
+    "WINDOW_POLL_S", "STEADY_POLL_S", "SLOW_READ_S", "RAMP_END_READ_S", "RAMP_END_TRIES",
+]  # fmt: skip
 
 METRICS_NOT_FOUND = "engine metrics not found: steady state and engine-side token counts not checked"
 WINDOW_POLL_S = 1.0  # at most one /metrics read a second while a window is open
 STEADY_POLL_S = 0.25  # while waiting for steady state (before the window)
 SLOW_READ_S = 1.0  # a read that took longer says little about "now": unknown, asked again
+RAMP_END_READ_S = 5.0  # a ramp that gave up: each of RAMP_END_TRIES reads of the engine may take this long
+RAMP_END_TRIES = 3
 
 
 @dataclass
@@ -148,13 +153,20 @@ class EngineGauges:
                 return
             await anyio.sleep(max(0.0, interval_s - (time.monotonic() - t0)))
 
-    async def edge_read(self, into: list[GaugeSample]) -> None:
+    async def edge_read(self, into: list[GaugeSample], bound_s: float = SLOW_READ_S, tries: int = 1) -> None:
         """One read at a window's edge, appended to ``into`` when it answered: the once-a-second reads inside the
-        window need not fall on its end, and the engine's batch and counter there are what the window ends on."""
-        with anyio.move_on_after(SLOW_READ_S):  # a later answer says little about the edge, and the streams wait for it
-            s = await self.sample()
-            if s is not None:
-                into.append(s)
+        window need not fall on its end, and the engine's batch and counter there are what the window ends on.
+        A window's edge waits at most ``SLOW_READ_S`` (a later answer says little about the edge, and the streams
+        wait for it); a ramp that gave up waits longer and asks again (:data:`RAMP_END_READ_S`): nothing is timed
+        there, and without the engine's answer nothing can tell whose the slow ramp was (ramp_check.py)."""
+        for _ in range(tries):
+            with anyio.move_on_after(bound_s):
+                s = await self.sample()
+                if s is not None:
+                    into.append(s)
+                    return
+            if self.state == "absent":
+                return
 
     async def probe(self, tries: int = 3, pause_s: float = 0.2) -> str:
         """Read until the engine's gauges are known to be there or not (at most ``tries`` reads)."""
