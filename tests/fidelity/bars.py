@@ -33,6 +33,12 @@ TBT_LONG_SPANS = 0.005
 # the server's mean span (its own record), added to the 1 % bar — 0.7 % at 42 ms. Measured idle on 2026-12-07, six
 # runs: 0.73-1.05 % off the server's rate, with span shares of 0.36-0.90 %; beside a CPU burner 1.0008 %.
 LAST_CHUNK_LATE_MS = 0.3
+# The same test's claim, "never client_bound", is about an idle machine; it is held where the machine was idle: at
+# most a quarter of a core busy outside the test's own processes over the run (the kernel's count, tests/machine_load.py;
+# a CPU burner beside the suite reads ~1 core, the suite's workers waiting at the solo lock ~0). On a busier machine a
+# stall may rightly disown the cell (run AF, 2026-12-07: a 32-token cell client_bound at a 1.1 % span share, its
+# per-request rate 1.3 % off the server's): it is then held to the bars as every fidelity cell is (``judged``).
+QUIET_CORES = 0.25
 # Restarts take one round trip, during which a stream has no request in flight.
 AVG_ACTIVE = 0.05  # of N
 # The engine-corrected avg_active against its parts as stored: the waiting mean is stored rounded to 0.001.

@@ -4,8 +4,10 @@ One stream of 16- and of 32-token requests on the ``tiny`` sim (2 ms steps: span
 Before, every such cell came out ``client_bound`` ("stamps held by stalls ... 1.0-1.3 % of their spans", and more on
 this shared machine), its rates within 1 % of the server's. Judged by the sim's own record of the cell's window:
 
-* the 32-token cell is ``valid``, and its total and per-request tok/s and TBT are within their bars (bars.py; the
-  per-request ones with the last chunk's usual extra delay, ``LAST_CHUNK_LATE_MS``, over the server's mean span);
+* the 32-token cell is ``valid`` where the machine was idle (``bars.QUIET_CORES``: the kernel's count of the cores
+  busy outside the test's processes, tests/machine_load.py), and its total and per-request tok/s and TBT are within
+  their bars (bars.py; the per-request ones with the last chunk's usual extra delay, ``LAST_CHUNK_LATE_MS``, over the
+  server's mean span);
 * the 16-token cell states a span share of at most 100 %. It is not held to the 1 % bars: 1 % of its ~20 ms span is
   0.2 ms, and a request's last chunk reaches the client 0.1-0.3 ms later after the step-end time the sim's record
   gives than its other chunks do (median last-chunk delay 0.39 ms against 0.11 ms at 32 tokens,
@@ -28,6 +30,7 @@ import httpx
 import pytest
 import bars
 from imxtest import SimServer, run_cli
+from machine_load import ForeignLoad
 from profiles import write_profile
 from truthlib import rel_err
 
@@ -70,8 +73,9 @@ def sim(tmp_path_factory):
 def test_one_stream_of_short_requests(sim, out):
     server, tmp = sim
     db = tmp / f"s{out}.duckdb"
-    proc = run_cli("run", "--engine", "sim", "--base-url", server.base_url, "--contexts", "1K", "--concurrency", "1",
-                   "--duration", str(WINDOW_S), "--max-output", str(out), "--db", str(db))  # fmt: skip
+    with ForeignLoad(server.proc.pid) as load:  # was the machine idle, as the claim below supposes? (the kernel's count)
+        proc = run_cli("run", "--engine", "sim", "--base-url", server.base_url, "--contexts", "1K", "--concurrency", "1",
+                       "--duration", str(WINDOW_S), "--max-output", str(out), "--db", str(db))  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     with duckdb.connect(str(db), read_only=True) as con:
         run_id, status, reason, total, per_req, tbt, ws, we, flags = con.execute(
@@ -81,13 +85,14 @@ def test_one_stream_of_short_requests(sim, out):
     w = httpx.get(f"{server.base_url}/debug/window", params={"start": ws, "end": we}, timeout=60).json()
     rate, mean_span_s = _server_rate(server.truth(), f"{run_id}-decode-", ws, we)
     seen = (out, status, reason, client["span_lag_share"], client["window"], f"total {total} / {w['total_tps']}",
-            f"per-request {per_req} / {rate}", f"tbt {tbt} / {1000 / rate}")  # fmt: skip
+            f"per-request {per_req} / {rate}", f"tbt {tbt} / {1000 / rate}", f"cores busy outside the test {load.cores}")  # fmt: skip
     print(seen)
     assert client["span_lag_share"] is not None and 0 <= client["span_lag_share"] <= 1, seen
     assert status in ("valid", "client_bound"), seen
     if out == 16:
         return
-    assert status == "valid", seen  # before issue 27: client_bound on every run here
+    if load.cores is not None and load.cores <= bars.QUIET_CORES:
+        assert status == "valid", seen  # before issue 27: client_bound on every idle run here
     assert bars.judged(status, rel_err(total, w["total_tps"]) <= bars.TOTAL_TPS), seen
     late = bars.LAST_CHUNK_LATE_MS / (mean_span_s * 1000)  # the last chunk's usual extra delay, of the server's spans
     assert bars.judged(status, rel_err(per_req, rate) <= bars.PER_REQUEST_TPS + late), (seen, late)
