@@ -3,7 +3,7 @@
 a launched sim in tests/fidelity/test_fidelity_ramp.py."""
 
 from infermatrix.core.engine.traits import Gauges
-from infermatrix.core.measure.ramp_check import ramp_check
+from infermatrix.core.measure.ramp_check import UNANSWERED, RampCheck, ramp_check, ramp_verdict, streams_started_by
 from infermatrix.core.measure.selfcheck import BEHIND_SHARE
 from infermatrix.core.measure.steady import GaugeSample
 from infermatrix.core.types import RequestRecord
@@ -56,3 +56,19 @@ def test_no_counter_no_verdict():
     assert ramp_check(2, recs, None, _at(1.0, 10.0), 0.0) is None
     assert ramp_check(2, recs, Gauges(generated_tokens=0.0), None, 0.0) is None
     assert ramp_check(2, recs, Gauges(), _at(1.0, 10.0), 0.0) is None  # counted at request end: blanked by parse_gauges
+
+
+def test_the_verdict_moves_only_an_error_and_names_an_engine_that_did_not_answer():
+    behind, even = RampCheck(1000.0, 0, 10.0, 2.0), RampCheck(1000.0, 995, 10.0, 2.0)
+    assert ramp_verdict("error", "only 0 of 4", behind, unanswered=False)[0] == "client_bound"
+    assert ramp_verdict("error", "only 3 of 4", even, unanswered=False) == ("error", "only 3 of 4")
+    assert ramp_verdict("error", "only 0 of 4", None, unanswered=True) == ("error", f"only 0 of 4; {UNANSWERED}")
+    assert ramp_verdict("error", "only 0 of 4", None, unanswered=False) == ("error", "only 0 of 4")  # no counter: nothing to add
+    assert ramp_verdict("looped", "x", behind, unanswered=True) == ("looped", "x")
+
+
+def test_streams_count_as_started_by_their_first_token_at_the_timeout():
+    recs = _records(3, read_until=2.0, first_at=0.5) + _records(1, read_until=9.0, first_at=7.0)
+    recs[-1].stream_index = 3
+    assert streams_started_by(recs, 4, by=5.0) == 3  # the fourth's first token came after the timeout
+    assert streams_started_by(recs, 4, by=None) == 4

@@ -57,6 +57,9 @@ class LateReader(httpx.AsyncHTTPTransport):
         return resp
 
 
+METRICS_LATE_S = 2 * SLOW_READ_S  # later than a window edge's read may take, well inside a ramp end's
+
+
 class SlowMetrics(httpx.AsyncHTTPTransport):
     """Real HTTP to the sim; every ``/metrics`` answer reaches the client ``METRICS_LATE_S`` late (a starved
     machine: the last session saw every engine read at a ramp's end fail so)."""
@@ -66,9 +69,6 @@ class SlowMetrics(httpx.AsyncHTTPTransport):
         if request.url.path == "/metrics":
             await anyio.sleep(METRICS_LATE_S)
         return resp
-
-
-METRICS_LATE_S = 2 * SLOW_READ_S  # later than a window edge's read may take, well inside a ramp end's
 
 
 class MuteMetrics(httpx.AsyncHTTPTransport):

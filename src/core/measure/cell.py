@@ -26,7 +26,7 @@ from infermatrix.core.measure.selfcheck import client_verdict, settle_status
 from infermatrix.core.measure.stagger import first_max_tokens
 from infermatrix.core.measure.steady import RAMP_END_READ_S, RAMP_END_TRIES, EngineGauges, GaugeSample
 from infermatrix.core.measure.priority import client_priority
-from infermatrix.core.measure.ramp_check import ramp_check
+from infermatrix.core.measure.ramp_check import ramp_check, ramp_verdict, streams_started_by
 from infermatrix.core.stream.loop_lag import ClientMonitor, worst
 from infermatrix.core.stream.transport import RawClient
 from infermatrix.core.stream.transport_choice import choose_transport
@@ -351,11 +351,8 @@ class CellRunner:
         ``client_bound`` with both reasons, not ``error`` (measure/ramp_check.py; docs/metrics.md, "Client verdict")."""
         check = ramp_check(live.n, live.records, before, live.ramp_end_reads[0] if live.ramp_end_reads else None, live.streams_from)
         result.flags["ramp_check"] = None if check is None else check.as_dict()
-        if check is not None and check.behind and result.status == "error":
-            result.status, result.reason = "client_bound", f"{result.reason}; {check.reason()}"
-        elif check is None and result.status == "error" and self.gauges.state == "found" and not live.ramp_end_reads:
-            # The engine has the counter but did not answer at the ramp's end: say so, rather than imply it was the engine.
-            result.reason = f"{result.reason}; whose it was is unknown: the engine did not answer its reads at the ramp's end"
+        unanswered = self.gauges.state == "found" and not live.ramp_end_reads
+        result.status, result.reason = ramp_verdict(result.status, result.reason, check, unanswered)
 
     def _judge_hosts(self, result: CellResult, live: _LiveCell) -> None:
         """Ray actors: per-host numbers and clocks, the histograms merged from the hosts', and one slow or badly
@@ -471,9 +468,7 @@ class CellRunner:
         if looped:
             status, reason = "looped", f"{looped} of {len(records)} requests repeated themselves"
         elif not ramp_ok:
-            # Counted at the timeout: the engine's reads after it (ramp_check.py) can outlast a late stream's start.
-            by = gave_up if gave_up is not None else float("inf")
-            got = sum(1 for i in range(n) if any(r.first_token is not None and r.first_token <= by for r in records if r.stream_index == i))
+            got = streams_started_by(records, n, gave_up)
             status = "error"
             reason = f"only {got} of {n} streams got a first token within {self.matrix.ramp_timeout_s:.0f} s"
             if failed:

@@ -8,7 +8,8 @@ streams on two cores). Only the engine can tell the two apart: its generated-tok
 streams start and once when the ramp gives up, against the tokens the client had read by that read's stamp. Tokens
 the engine generated and the client never read beyond :data:`BEHIND_SHARE` of the engine's count (plus what is
 honestly in flight: one chunk a stream and the read's own duration at the engine's rate) mean the client, not the
-engine, set the pace: ``client_bound`` with that reason. Without such a counter the verdict stays ``error``.
+engine, set the pace: ``client_bound`` with that reason. Without such a counter the verdict stays ``error``; with one
+the engine did not answer at the ramp's end, the reason says so.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from infermatrix.core.measure.selfcheck import BEHIND_SHARE
 from infermatrix.core.measure.steady import GaugeSample
 from infermatrix.core.types import RequestRecord
 
-__all__ = ["RampCheck", "ramp_check"]
+__all__ = ["RampCheck", "ramp_check", "ramp_verdict", "streams_started_by"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,26 @@ def ramp_check(n: int, records: list[RequestRecord], before: Gauges | None, at_e
     seconds = max(at_end.t - started, 0.0)
     rate = eng / seconds if seconds > 0 else 0.0
     return RampCheck(eng, cli, BEHIND_SHARE * eng + n * chunk + at_end.took_s * rate, seconds)
+
+
+UNANSWERED = "whose it was is unknown: the engine did not answer its reads at the ramp's end"
+
+
+def ramp_verdict(status: str, reason: str | None, check: RampCheck | None, unanswered: bool) -> tuple[str, str | None]:
+    """A ramp's ``error`` judged (pure): the client's when the engine generated what it never read; said to be
+    unknown when the engine has the counter and did not answer (``unanswered``) — rather than left to read as the
+    engine's. Any other status stands."""
+    if status != "error":
+        return status, reason
+    if check is not None and check.behind:
+        return "client_bound", f"{reason}; {check.reason()}"
+    if check is None and unanswered:
+        return status, f"{reason}; {UNANSWERED}"
+    return status, reason
+
+
+def streams_started_by(records: list[RequestRecord], n: int, by: float | None) -> int:
+    """How many of the ``n`` streams had read a first token by ``by`` (monotonic; None: by now). Counted at the
+    ramp's timeout, since the engine's reads after it can outlast a late stream's start."""
+    limit = by if by is not None else float("inf")
+    return sum(1 for i in range(n) if any(r.first_token is not None and r.first_token <= limit for r in records if r.stream_index == i))
