@@ -27,14 +27,17 @@ def launch_args(server: str, gguf: Path, *extra: str) -> list[str]:
 # llama-server's per-task log lines, on its own clock (minutes.seconds.ms.µs since it started): a task's slot taken
 # (``launch_slot_``), its prompt's evaluation (``print_timing``: "prompt eval time = X ms / N tokens", N the prompt tokens it
 # computed, those it reused from a slot's cache left out; printed when the prompt is done, or at the end of a task that
-# generates: never for one cancelled), its slot freed (``release``, with the tokens the slot then holds).
+# generates: never for one cancelled), its slot freed (``release``, with the tokens the slot then holds). At a task's end
+# the server does ``print_timings(); send_final_response(); release()`` (server-context.cpp): its last ``print_timing``
+# line is logged before its final response is posted, its ``release`` after — a client may read the response first.
 SLOT_LINE = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) . slot +(launch_slot_|release|print_timing): id +\d+ \| task (\d+) \|(.*)$")
 N_TOKENS = re.compile(r"n_tokens = (\d+)")
 PROMPT_EVAL = re.compile(r"prompt eval time = +([\d.]+) ms / +(\d+) tokens")
 
 
 def server_tasks(log: str) -> dict[int, dict]:
-    """task -> {start, end, n_tokens, prompt_ms, prompt_tokens} (seconds on the server's clock) from its log lines."""
+    """task -> {start, done, end, n_tokens, prompt_ms, prompt_tokens} (seconds on the server's clock) from its log lines:
+    ``done`` its last ``print_timing`` line (before its final response is sent), ``end`` its ``release`` (after)."""
     tasks: dict[int, dict] = {}
     for line in log.splitlines():
         m = SLOT_LINE.match(line)
@@ -49,8 +52,10 @@ def server_tasks(log: str) -> dict[int, dict]:
             entry["end"] = t
             if n := N_TOKENS.search(rest):
                 entry["n_tokens"] = int(n.group(1))
-        elif p := PROMPT_EVAL.search(rest):
-            entry["prompt_ms"], entry["prompt_tokens"] = float(p.group(1)), int(p.group(2))
+        else:
+            entry["done"] = t
+            if p := PROMPT_EVAL.search(rest):
+                entry["prompt_ms"], entry["prompt_tokens"] = float(p.group(1)), int(p.group(2))
     return tasks
 
 
