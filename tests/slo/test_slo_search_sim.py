@@ -54,8 +54,10 @@ def test_rate_search_finds_the_rate_the_profile_predicts_and_stores_every_probe(
     with sim_server(**{k: v for k, v in RATE_PROFILE.items() if k != "base"}) as sim:
         result = run_matrix({"kind": "openai", "base_url": sim.base_url}, matrix=matrix, config={"search": search})
         truth = sim.truth()["requests"]
-    assert result.status == "completed", result.error
     (s,) = result.query("SELECT * FROM slo_search WHERE run_id = ?", [result.run_id])
+    if result.status == "stopped":
+        return _stopped_by_the_client(result, s)
+    assert result.status == "completed", result.error
     assert s["status"] == "found", s
     lo, hi = s["highest_pass"], s["lowest_fail"]
     probes = result.query("SELECT * FROM slo_search_probes WHERE run_id = ? ORDER BY probe", [result.run_id])
@@ -86,6 +88,23 @@ def test_rate_search_finds_the_rate_the_profile_predicts_and_stores_every_probe(
     stored = result.query("SELECT count(*) AS n FROM point_requests WHERE run_id = ?", [result.run_id])[0]["n"]
     assert stored == sum(p["scheduled"] for p in points.values()) == sum("-load-" in (r["request_id"] or "") for r in truth)
 
+
+
+def _stopped_by_the_client(result, s: dict) -> None:
+    """A search that stopped is held to what the product says of it: the only probe that stopped it is its last, the
+    client's (``client_bound``: its schedule lag p99 over the point's bound, the run's error saying so), and every probe
+    before it valid and judged. Beside other load a client can fall behind a probe's schedule (run AK, a CPU burner and
+    two other workers at the shared phase's start: lag p99 66.9 ms against a 31.6 ms bound); the search is then
+    neither a pass nor a fail at that load, rightly, and the answer is not there to check (tests/fidelity/bars.py
+    ``judged``, the same rule for a cell)."""
+    probes = result.query("SELECT * FROM slo_search_probes WHERE run_id = ? ORDER BY probe", [result.run_id])
+    *before, last = probes
+    points = {p["point"]: p for p in result.query("SELECT * FROM points WHERE run_id = ?", [result.run_id])}
+    point = points[last["point"]]
+    assert s["status"] == "stopped" and last["verdict"] == "stop" and last["status"] == point["status"] == "client_bound", (s, last)
+    assert point["lag_p99_ms"] > point["lag_bound_ms"] and "schedule lag p99" in s["reason"], point
+    assert result.error == f"SLO search stopped without an answer: {s['reason']}" and s["reason"].startswith(f"probe {last['probe']} at ")
+    assert all(p["verdict"] in ("pass", "fail") and points[p["point"]]["status"] == "valid" for p in before), before
 
 def test_concurrency_search_from_the_command_line_then_resume_measures_only_what_is_missing(tmp_path):
     limit = 47.0
