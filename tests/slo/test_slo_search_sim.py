@@ -36,6 +36,17 @@ def decode_requests_by_n(truth: list[dict]) -> Counter:
     return Counter(int(m.group(1)) for r in truth if (m := re.search(r"-decode-256-(\d+)-s\d+", r["request_id"] or "")))
 
 
+def sent_per_point(truth: list[dict]) -> Counter:
+    """The sim's open-loop requests by point (X-Request-Id ...-load-POINT-rSEQ)."""
+    return Counter(int(m.group(1)) for r in truth if (m := re.search(r"-load-(\d+)-r", r["request_id"] or "")))
+
+
+def tries(reason: str | None) -> int:
+    """How many times a probe was measured, from its stored reason ("measured K times, client_bound before …")."""
+    m = re.search(r"measured (\d+) times, client_bound before", reason or "")
+    return int(m.group(1)) if m else 1
+
+
 def predicted_rate(tpot_limit_ms: float) -> float:
     """Constant arrivals at λ with O output tokens each: in steady state the batch is B = λ·O·step(B) (Little's
     law; a request lives about O steps), with step(B) = a + b·B, so TPOT = step(B) = a / (1 − λ·O·b). TPOT ≤ L
@@ -86,7 +97,10 @@ def test_rate_search_finds_the_rate_the_profile_predicts_and_stores_every_probe(
     assert lo == max(p["achieved"] for p in probes if p["verdict"] == "pass")
     assert hi == min(p["achieved"] for p in probes if p["verdict"] == "fail")
     stored = result.query("SELECT count(*) AS n FROM point_requests WHERE run_id = ?", [result.run_id])[0]["n"]
-    assert stored == sum(p["scheduled"] for p in points.values()) == sum("-load-" in (r["request_id"] or "") for r in truth)
+    assert stored == sum(p["scheduled"] for p in points.values())
+    # The sim saw each probe's requests once per try: a probe the client could not deliver was measured again
+    # (search.client_retries), its stored reason saying how many times; constant arrivals schedule the same requests.
+    assert sent_per_point(truth) == {p["point"]: tries(p["reason"]) * points[p["point"]]["scheduled"] for p in probes}
 
 
 
@@ -175,16 +189,19 @@ def test_an_over_capacity_probe_bounds_a_concurrency_search_from_above():
 
 
 def test_a_probe_the_client_cannot_deliver_stops_the_search_exit_3_with_the_reason_last(tmp_path):
-    """An in-flight cap of 1 at 40/s: the first probe is client_bound — neither a pass nor a fail. The search stops
-    without an answer, so the run is ``stopped`` (not ``completed``) and the command exits 3 with the reason as its
-    last line (issue 27 item 4): a script can tell it found nothing."""
+    """An in-flight cap of 1 at 40/s: the first probe is client_bound — neither a pass nor a fail — and is measured
+    again (``search.client_retries``, 1 by default), client_bound again. The search stops without an answer, so the run
+    is ``stopped`` (not ``completed``) and the command exits 3 with the reason as its last line (issue 27 item 4): a
+    script can tell it found nothing."""
     db = tmp_path / "stopped.duckdb"
     with sim_server() as sim:
         out = run_cli("search", "--base-url", sim.base_url, "--slo", "tpot_p90_ms=1000", "--over", "rate", "--context", "256",
                       "--start", "40", "--max-in-flight", "1", "--load-duration", "1", "--max-output", "16", "--db", str(db))  # fmt: skip
         # resume finds nothing to do (without --retry-errors) and keeps saying so: still stopped, still exit 3
         again = run_cli("resume", rows(db, "SELECT run_id FROM runs", [])[0]["run_id"], "--db", str(db))
+        truth = sim.truth()["requests"]
     assert out.returncode == 3, out.stderr + out.stdout
+    assert "probe 0 at 40/s is client_bound: measuring it again (1 of 1)" in out.stdout, out.stdout
     last = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()][-1]
     assert last.startswith("SLO search stopped without an answer: probe 0 at 40/s is client_bound") and "schedule lag p99" in last, last
     (s,) = rows(db, "SELECT * FROM slo_search", [])
@@ -194,7 +211,9 @@ def test_a_probe_the_client_cannot_deliver_stops_the_search_exit_3_with_the_reas
     assert run["status"] == "stopped" and run["error"] == f"SLO search stopped without an answer: {s['reason']}"
     (p,) = rows(db, "SELECT * FROM slo_search_probes", [])
     assert p["verdict"] == "stop" and p["meets"] is None and p["status"] == "client_bound"
-    (point,) = rows(db, "SELECT status FROM points", [])
+    assert tries(p["reason"]) == 2 and "(try 1: schedule lag p99" in p["reason"], p["reason"]
+    (point,) = rows(db, "SELECT status, scheduled FROM points", [])
     assert point["status"] == "client_bound"
+    assert sent_per_point(truth) == {0: 2 * point["scheduled"]}  # the sim saw the probe twice: the try and the retry
     assert again.returncode == 3, again.stderr + again.stdout
     assert rows(db, "SELECT status FROM runs", [])[0]["status"] == "stopped"

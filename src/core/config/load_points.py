@@ -50,6 +50,8 @@ class SearchConfig(Strict):
     arrival: ArrivalText = Field("poisson", description="rate probes: poisson, constant or gamma:K")
     duration_s: float | None = Field(None, gt=0, description="rate probes: the span each probe's arrivals are drawn over; default matrix.duration_s")
     max_in_flight: int | None = Field(None, gt=0, description="rate probes: cap on requests in flight (docs/load.md)")
+    client_retries: int = Field(1, ge=0, le=10, description="a probe the client could not deliver (client_bound) is measured "
+                                "again up to this many times before it stops the search")  # fmt: skip
 
     @model_validator(mode="after")
     def _check(self) -> SearchConfig:

@@ -4,8 +4,10 @@ The order of probes is core/slo/search.py's; here each probe is measured as what
 to measure — a rate as an open-loop point (core/load/points.py), a concurrency as a decode cell
 (the run's decode cell, ``RunContext.decode_cell``) — stored as such, then judged by the SQL views (slo_points, slo_cells) against the
 SLO saved with the run. A probe that is not ``valid`` (client_bound, error …) or that the SLO can't judge stops the
-search with the reason: it is neither a pass nor a fail. An ``over_capacity`` concurrency probe is a fail: the
-engine cannot hold that many streams, so no load from there up meets the SLO.
+search with the reason: it is neither a pass nor a fail. A ``client_bound`` probe is first measured again, up to
+``search.client_retries`` times (a client that fell behind once — a stall of its machine — may keep up the next
+time; the engine is not at fault either way), its reason keeping what each earlier try said. An ``over_capacity``
+concurrency probe is a fail: the engine cannot hold that many streams, so no load from there up meets the SLO.
 
 Resume: a probe already stored at the load the search asks for (and a decode cell already stored) is
 judged from the store, not measured again; an interrupted one is measured again.
@@ -154,12 +156,12 @@ class _Search:
         rate = float(f"{1000.0 / got['e2e']:.3g}")
         return rate, f"1 / median e2e {got['e2e']:,.0f} ms of {label}"
 
-    async def _cell(self, progress: RunProgress, n: int) -> dict[str, Any] | None:
-        """The decode cell (search context, n): the stored one when final, else measured now."""
+    async def _cell(self, progress: RunProgress, n: int, again: bool = False) -> dict[str, Any] | None:
+        """The decode cell (search context, n): the stored one when final, else (or ``again``) measured now."""
         rc = self.rc
         sql = "SELECT status, reason FROM cells WHERE run_id = ? AND context_tokens = ? AND concurrency = ?"
         cell = _one(rc.store, sql, [rc.run_id, self.ctx, n])
-        if cell is None or cell["status"] == "interrupted" or (self.retry and cell["status"] == "error"):
+        if again or cell is None or cell["status"] == "interrupted" or (self.retry and cell["status"] == "error"):
             await rc.decode_cell(progress, self.ctx, n)
             cell = _one(rc.store, sql, [rc.run_id, self.ctx, n])
         return cell
@@ -175,9 +177,8 @@ class _Search:
         row: dict[str, Any] = {"probe": probe, "step": step, "load": load, "context_tokens": self.ctx}
         if self.sc.over == "rate":
             row["point"] = self.base + probe
-            row.update(await self._rate_probe(progress, row["point"], load))
-        else:
-            row.update(await self._concurrency_probe(progress, int(load)))
+        measured, earlier = await self._measured(progress, probe, row, load)
+        row.update(measured)
         if row["status"] == "over_capacity":
             # The engine cannot hold N streams of this context at all, so N and every load above it fail the SLO: a
             # bound of the search (like a fail), not a reason to stop it.
@@ -191,8 +192,27 @@ class _Search:
             row["reason"] = f"probe {probe} at {self.unit(load)}: the SLO could not be judged on it (no request to judge, or an empty histogram)"
         else:
             row["verdict"], row["reason"] = ("pass" if row["meets"] else "fail"), None
+        if earlier:  # the tries the client could not deliver stay with the probe, each with what it said
+            tries = "; ".join(f"try {i + 1}: {why}" for i, why in enumerate(earlier))
+            row["reason"] = "; ".join(x for x in (row["reason"], f"measured {len(earlier) + 1} times, client_bound before ({tries})") if x)
         save_probe(self.rc.store, self.rc.run_id, row)
         return row["verdict"], row["reason"], self._counted(row)
+
+    async def _measured(self, progress: RunProgress, probe: int, row: dict[str, Any], load: float) -> tuple[dict[str, Any], list[str]]:
+        """The probe measured, and measured again while the client could not deliver it (``client_bound``), up to
+        ``search.client_retries`` times; each try replaces the one before in the store. Returns the last try's figures
+        and what each earlier try said."""
+        earlier: list[str] = []
+        while True:
+            if self.sc.over == "rate":
+                measured = await self._rate_probe(progress, row["point"], load)
+            else:
+                measured = await self._concurrency_probe(progress, int(load), again=bool(earlier))
+            if measured["status"] != "client_bound" or len(earlier) >= self.sc.client_retries:
+                return measured, earlier
+            earlier.append(measured.get("reason") or "no reason given")
+            self.rc.console.print(f"  SLO search: probe {probe} at {self.unit(load)} is client_bound: measuring it again "
+                                  f"({len(earlier)} of {self.sc.client_retries})", highlight=False)  # fmt: skip
 
     def _counted(self, row: dict[str, Any]) -> float | None:
         """The delivered load of a rate probe that ran (None: counted at the load asked, as a concurrency probe)."""
@@ -211,9 +231,9 @@ class _Search:
                        output_tps=j["output_tps"])  # fmt: skip
         return out
 
-    async def _concurrency_probe(self, progress: RunProgress, n: int) -> dict[str, Any]:
+    async def _concurrency_probe(self, progress: RunProgress, n: int, again: bool = False) -> dict[str, Any]:
         rc = self.rc
-        cell = await self._cell(progress, n) or {"status": "error", "reason": "the cell was not stored"}
+        cell = await self._cell(progress, n, again) or {"status": "error", "reason": "the cell was not stored"}
         out = {"status": cell["status"], "reason": cell.get("reason")}
         # The figures stored with the probe are those its verdict was judged on: the cell's judged requests (slo_cells).
         j = _one(rc.store, "SELECT s.meets, s.attainment, s.ttft_p99_ms, s.tpot_p99_ms, d.total_tps, d.avg_active "
