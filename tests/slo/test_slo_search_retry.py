@@ -53,7 +53,7 @@ async def test_a_client_bound_concurrency_probe_is_measured_again_and_judged_on_
             measured.append(n)  # N = 2's first try is the client's; every other try valid
             store.save_cell(run_id, _cell(n, "client_bound" if measured.count(2) == 1 and n == 2 else "valid"))
 
-        steps = SimpleNamespace(console=Console(file=open(tmp_path / "out.txt", "w"), width=200))  # noqa: SIM115
+        steps = SimpleNamespace(console=Console(file=open(tmp_path / "out.txt", "w"), width=200))
         rc = RunContext(cfg=cfg, store=store, run_id=run_id, steps=steps, runner=None, workload=None, capacity=None,  # type: ignore[arg-type]
                         max_model_len=None, live=lambda k: contextlib.nullcontext(SimpleNamespace(total=k)), count=lambda status: None,
                         decode_cell=decode_cell)  # fmt: skip
