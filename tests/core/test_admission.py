@@ -1,8 +1,8 @@
 """The admission verdict: did the engine run N? From its gauges; whose shortfall, from the client's own in-flight count."""
 
-from infermatrix.core.measure.admission import EngineSample, judge_admission
+from infermatrix.core.measure.admission import EngineSample, judge_admission, settle_admission
 from infermatrix.core.measure.inflight import ClientCounts, InFlight
-from infermatrix.core.types import RequestRecord
+from infermatrix.core.types import CellResult, RequestRecord
 
 
 def _samples(pairs):
@@ -114,3 +114,39 @@ def test_a_long_read_is_judged_at_its_stamp_not_its_extremes():
     reads = [EngineSample(0.0, 23, 0, InFlight(at=49, least=18, most=64, awaiting_first=0))]
     a = judge_admission(64, True, 23, reads, 0, 0)
     assert a.client_short and "at most 49 of 64" in a.client_reason
+
+
+def _cell(status: str = "valid", avg_active: float | None = 4.0) -> CellResult:
+    return CellResult(context_tokens=1024, concurrency=4, status=status, reason="stalls" if status == "client_bound" else None,
+                      avg_active=avg_active)  # fmt: skip
+
+
+def test_settled_engine_shortfall_outranks_the_clients_pace_and_avg_active_is_what_the_engine_ran():
+    reads = _paired([(2, 2, 4)] * 5)
+    for status in ("valid", "client_bound"):
+        cell = _cell(status)
+        settle_admission(cell, judge_admission(4, True, 2, reads, 0, 0), reads)
+        assert cell.status == "admission_limited" and "ran at most 2 of 4" in cell.reason
+        assert cell.avg_active == 2.0 and cell.flags["avg_active_source"] == "engine" and cell.flags["client_active"] == 4.0
+        assert cell.flags["admission_limited"] is True and cell.flags["achieved_concurrency"] == 2
+        assert cell.flags["client_in_flight"]["at_most"] == 4
+    error = _cell("error")
+    settle_admission(error, judge_admission(4, True, 2, reads, 0, 0), reads)
+    assert error.status == "error" and error.flags["admission_limited"] is True  # an error stays an error
+
+
+def test_settled_client_shortfall_binds_only_a_valid_cell():
+    reads = _paired([(2, 0, 2)] * 5)
+    verdict = judge_admission(4, True, 2, reads, 0, 0)
+    valid, bound = _cell(), _cell("client_bound")
+    settle_admission(valid, verdict, reads)
+    settle_admission(bound, verdict, reads)
+    assert valid.status == "client_bound" and "the client kept at most 2 of 4" in valid.reason
+    assert bound.reason == "stalls"  # a cell already the client's keeps its own reason
+
+
+def test_settled_without_gauges_keeps_the_clients_count():
+    cell = _cell()
+    settle_admission(cell, judge_admission(4, False, None, [], None, None), [])
+    assert cell.status == "valid" and cell.avg_active == 4.0 and cell.flags["avg_active_source"] == "client"
+    assert "achieved_concurrency" not in cell.flags and cell.flags["client_in_flight"] is None

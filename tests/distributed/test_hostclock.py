@@ -11,9 +11,9 @@ from raykit import require_ray
 from infermatrix.core.measure import histograms
 from infermatrix.core.distributed.clocks import Exchange, estimate_offset, fit_clock
 from infermatrix.core.distributed.hostclock import ClockSkew, convert_record, drift_uncertainty_ppm, skews_from_env, window_bound
-from infermatrix.core.measure.hosts import host_numbers, host_reasons, merged_histograms
+from infermatrix.core.measure.hosts import host_numbers, host_reasons, merged_histograms, settle_hosts
 from infermatrix.core.measure.metrics import window_stats
-from infermatrix.core.types import RequestRecord
+from infermatrix.core.types import CellResult, RequestRecord
 
 SRC = Path(__file__).parents[2] / "src"
 
@@ -87,6 +87,24 @@ def test_one_slow_host_or_a_badly_known_clock_is_named():
     blurred = host_reasons(_hosts(records, 3, unc_ms=25.0), (100.0, 104.0))
     assert len(blurred) == 3 and all("clock offset known only to ±25.0 ms" in w for w in blurred)
 
+
+
+def test_settled_hosts_name_the_slow_one_and_a_failed_actor_makes_an_error():
+    records = [_record(i, 100.0 + 0.1 * i) for i in range(6)]
+    slow = _hosts(records, 3, lag_ms=(1.0, 30.0, 1.0))
+    cell = CellResult(context_tokens=1024, concurrency=6, status="valid")
+    settle_hosts(cell, slow, [], (100.0, 104.0), judged=True)
+    assert cell.status == "client_bound" and "h1/node#a1" in cell.reason and cell.flags["client"]["hosts_why"] == [cell.reason]
+    assert cell.flags["client_backend"] == "ray" and set(cell.histograms) == {"ttft", "tbt", "e2e", "itl", "ttfo"}
+    bound = CellResult(context_tokens=1024, concurrency=6, status="client_bound", reason="stalls")
+    settle_hosts(bound, slow, [], (100.0, 104.0), judged=True)
+    assert bound.reason.startswith("stalls; client host h1/node#a1")
+    unjudged = CellResult(context_tokens=1024, concurrency=6, status="error", reason="ramp")
+    settle_hosts(unjudged, slow, [], (100.0, 104.0), judged=False)  # a ramp that gave up: hosts not judged
+    assert unjudged.reason == "ramp" and "client" not in unjudged.flags
+    failed = CellResult(context_tokens=1024, concurrency=6, status="valid")
+    settle_hosts(failed, _hosts(records, 3), ["actor 2 died"], (100.0, 104.0), judged=True)
+    assert (failed.status, failed.reason) == ("error", "actor 2 died")
 
 def test_nothing_outside_the_ray_backend_imports_ray():
     # The Ray client backend, and the Ray path of `infermatrix sweep --ray` (core/run/sweep_ray.py).

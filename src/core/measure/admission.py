@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from infermatrix.core.measure.inflight import InFlight
+from infermatrix.core.types import CellResult
 
-__all__ = ["RUNNING_FLOOR", "WAITING_SHARE", "EngineSample", "Admission", "judge_admission", "client_in_flight_flags"]
+__all__ = ["RUNNING_FLOOR", "WAITING_SHARE", "EngineSample", "Admission", "judge_admission", "client_in_flight_flags", "settle_admission"]
 
 RUNNING_FLOOR = 0.95
 WAITING_SHARE = 0.5  # share of window samples with requests waiting that makes a shortfall the engine's
@@ -144,3 +145,29 @@ def _client_side(n: int, samples: Sequence[EngineSample]) -> dict[str, Any] | No
         # The last reads side by side: [engine running, engine waiting, client in flight, client awaiting a first token].
         "last_reads": [[s.running, s.waiting, c.at, c.awaiting_first] for s, c in paired[-LAST_READS:]],
     }  # fmt: skip
+
+
+def settle_admission(result: CellResult, verdict: Admission, reads: Sequence[EngineSample]) -> None:
+    """The verdict written into the cell: its flags, ``avg_active`` as the engine ran it where the engine has a
+    waiting gauge (the client's count less what the engine queued), and its status — the engine's shortfall
+    (``admission_limited``) outranks the client's pace; a client that sent fewer than N makes a valid cell
+    ``client_bound``. ``reads`` are every engine read paired with the client's count (the flags' ``client_in_flight``)."""
+    n = result.concurrency
+    result.flags["admission"] = verdict.flags
+    result.flags["client_in_flight"] = client_in_flight_flags(n, reads)
+    result.flags["client_active"] = result.avg_active
+    result.flags["avg_active_source"] = "client"
+    if verdict.waiting_mean is not None and result.avg_active is not None:
+        # In flight as the client counts it, less what the engine held in its queue: what it ran. (Its running
+        # gauge, sampled a few times a window, would add the noise of each stream's restart gap.)
+        result.avg_active = max(0.0, result.avg_active - verdict.waiting_mean)
+        result.flags["avg_active_source"] = "engine"
+    if verdict.checked:
+        result.flags["achieved_concurrency"] = verdict.ran_at_most
+        result.flags["engine_running_mean"] = verdict.running_mean
+    if verdict.limited:
+        result.flags["admission_limited"] = True
+        if result.status in ("valid", "client_bound"):
+            result.status, result.reason = "admission_limited", verdict.reason
+    elif verdict.client_short and result.status == "valid":
+        result.status, result.reason = "client_bound", verdict.client_reason

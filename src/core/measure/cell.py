@@ -16,9 +16,9 @@ from infermatrix.core.stream.client import encode_body, endpoint_path, request_b
 from infermatrix.core.config import ClientConfig, LoopConfig, MatrixConfig
 from infermatrix.core.measure.cell_intervals import cell_intervals
 from infermatrix.core.measure.metrics import median_or_none, window_stats
-from infermatrix.core.measure.admission import EngineSample, client_in_flight_flags, judge_admission
+from infermatrix.core.measure.admission import EngineSample, judge_admission, settle_admission
 from infermatrix.core.measure.batch import window_batch
-from infermatrix.core.measure.hosts import host_numbers, host_reasons, merged_histograms
+from infermatrix.core.measure.hosts import host_numbers, settle_hosts
 from infermatrix.core.measure.inflight import ClientCounts
 from infermatrix.core.measure.engine_stats import counter_deltas
 from infermatrix.core.measure.reconcile import reconcile_tokens, recount_chunks
@@ -355,22 +355,11 @@ class CellRunner:
         result.status, result.reason = ramp_verdict(result.status, result.reason, check, unanswered)
 
     def _judge_hosts(self, result: CellResult, live: _LiveCell) -> None:
-        """Ray actors: per-host numbers and clocks, the histograms merged from the hosts', and one slow or badly
-        timed host makes the cell client_bound naming it (measure/hosts.py)."""
+        """Ray actors: per-host numbers and clocks, and one slow or badly timed host makes the cell client_bound
+        naming it (measure/hosts.py)."""
         pool, window = live.pool, (live.window_start, live.window_end)
         hosts = host_numbers(pool.host_flags(), live.workers, live.records, window, pool.host_loads, pool.host_ticks)
-        result.histograms = merged_histograms(hosts)
-        result.flags["hosts"] = hosts
-        result.flags["client_backend"] = "ray"
-        if pool.failures and result.status == "valid":
-            result.status, result.reason = "error", "; ".join(pool.failures)
-        why = host_reasons(hosts, window) if live.ramp_ok else []
-        if why:
-            result.flags.setdefault("client", {})["hosts_why"] = why
-            if result.status == "valid":
-                result.status, result.reason = "client_bound", "; ".join(why)
-            elif result.status == "client_bound":
-                result.reason = "; ".join(x for x in (result.reason, *why) if x)
+        settle_hosts(result, hosts, pool.failures, window, judged=live.ramp_ok)
 
     def _first_body(self, prompt: Prompt, i: int, n: int) -> bytes | None:
         """Stream ``i``'s first request, shortened so the streams' ends spread out (measure/stagger.py); None when
@@ -408,29 +397,11 @@ class CellRunner:
     ) -> None:
         """Whether the engine ran N (core/measure/admission.py), and if not whether the client sent fewer;
         ``avg_active`` is the engine's count when it has one."""
-        n = result.concurrency
         verdict = judge_admission(
-            n, self.gauges.state == "found", steady.achieved if steady is not None else None, samples,
+            result.concurrency, self.gauges.state == "found", steady.achieved if steady is not None else None, samples,
             getattr(before, "preemptions", None), getattr(after, "preemptions", None), steady_reads,
         )  # fmt: skip
-        result.flags["admission"] = verdict.flags
-        result.flags["client_in_flight"] = client_in_flight_flags(n, [*steady_reads, *samples])
-        result.flags["client_active"] = result.avg_active
-        result.flags["avg_active_source"] = "client"
-        if verdict.waiting_mean is not None and result.avg_active is not None:
-            # In flight as the client counts it, less what the engine held in its queue: what it ran. (Its running
-            # gauge, sampled a few times a window, would add the noise of each stream's restart gap.)
-            result.avg_active = max(0.0, result.avg_active - verdict.waiting_mean)
-            result.flags["avg_active_source"] = "engine"
-        if verdict.checked:
-            result.flags["achieved_concurrency"] = verdict.ran_at_most
-            result.flags["engine_running_mean"] = verdict.running_mean
-        if verdict.limited:
-            result.flags["admission_limited"] = True
-            if result.status in ("valid", "client_bound"):  # the engine's shortfall outranks the client's pace
-                result.status, result.reason = "admission_limited", verdict.reason
-        elif verdict.client_short and result.status == "valid":  # the engine ran all it was sent: the client sent fewer than N
-            result.status, result.reason = "client_bound", verdict.client_reason
+        settle_admission(result, verdict, [*steady_reads, *samples])
 
     def _failed(self, ctx: int, n: int, started_at: float, failed: list[RequestRecord], why: str) -> CellResult:
         kinds = Counter(r.outcome for r in failed)

@@ -14,9 +14,9 @@ from infermatrix.core.measure import histograms
 from infermatrix.core.measure.metrics import window_stats
 from infermatrix.core.measure.selfcheck import BEHIND_SHARE, SPAN_LAG_SHARE, span_stamp_lag_share
 from infermatrix.core.stream.loop_lag import ClientLoad
-from infermatrix.core.types import RequestRecord
+from infermatrix.core.types import CellResult, RequestRecord
 
-__all__ = ["CLOCK_EDGE_SHARE", "HISTOGRAMS", "host_numbers", "merged_histograms", "host_reasons"]
+__all__ = ["CLOCK_EDGE_SHARE", "HISTOGRAMS", "host_numbers", "merged_histograms", "host_reasons", "settle_hosts"]
 
 # A window edge known to ±u on a host moves which of its tokens count by u at each edge: at most 2u/window of
 # its total. Above this share of the window, total_tps can be off by more than the 1 % the client answers for.
@@ -73,3 +73,22 @@ def host_reasons(hosts: list[dict[str, Any]], window: tuple[float, float]) -> li
             why.append(f"client host {h['host']} clock offset known only to ±{u:.1f} ms: its window edges may move "
                        f"{100 * 2 * u / 1000 / span:.2f} % of the window (bound {100 * CLOCK_EDGE_SHARE:g} %)")  # fmt: skip
     return why
+
+
+def settle_hosts(result: CellResult, hosts: list[dict[str, Any]], failures: list[str], window: tuple[float, float], judged: bool) -> None:
+    """The hosts written into the cell: their flags, the histograms merged from theirs, a failed actor making a valid
+    cell ``error``, and — where the cell is judged (``judged``: its ramp completed) — one slow or badly timed host
+    making it ``client_bound`` naming the host, or adding to a ``client_bound`` cell's reason."""
+    result.histograms = merged_histograms(hosts)
+    result.flags["hosts"] = hosts
+    result.flags["client_backend"] = "ray"
+    if failures and result.status == "valid":
+        result.status, result.reason = "error", "; ".join(failures)
+    why = host_reasons(hosts, window) if judged else []
+    if not why:
+        return
+    result.flags.setdefault("client", {})["hosts_why"] = why
+    if result.status == "valid":
+        result.status, result.reason = "client_bound", "; ".join(why)
+    elif result.status == "client_bound":
+        result.reason = "; ".join(x for x in (result.reason, *why) if x)
