@@ -16,6 +16,7 @@ from infermatrix.core.load.context import RunContext
 from infermatrix.core.load.search import run_search
 from infermatrix.core.plugins import get_plugin_manager
 from infermatrix.core.registry import validate_config
+from infermatrix.core.report.slo_report import load_slo_report, slo_tables
 from infermatrix.core.store import Store
 from infermatrix.core.types import CellResult, RequestRecord
 
@@ -64,6 +65,7 @@ async def test_a_client_bound_concurrency_probe_is_measured_again_and_judged_on_
         probes = [dict(zip(cols, r)) for r in found]
         cols, found = store.query("SELECT concurrency, status FROM cells WHERE run_id = ? ORDER BY concurrency", [run_id])
         cells = dict(found)
+        (caption,) = [t.caption for t in slo_tables(load_slo_report(store, [run_id])) if t.title == "SLO search probes"]
     steps.console.file.close()
     said = (tmp_path / "out.txt").read_text()
     if retries:
@@ -73,7 +75,8 @@ async def test_a_client_bound_concurrency_probe_is_measured_again_and_judged_on_
         assert probes[1]["reason"] == "measured 2 times, client_bound before (try 1: stamps held by stalls (3.0 % of their spans))"
         assert all(p["reason"] is None for p in probes if p["load"] != 2)
         assert "probe 1 at N = 2 is client_bound: measuring it again (1 of 1)" in said
+        assert caption.endswith(f"; probe 1: {probes[1]['reason']}")  # the report's probe table says so
     else:
         assert measured == [1, 2] and search["status"] == "stopped" and cells[2] == "client_bound"
         assert probes[1]["verdict"] == "stop" and search["reason"].startswith("probe 1 at N = 2 is client_bound: stamps held by stalls")
-        assert "measuring it again" not in said and "measured 2 times" not in search["reason"]
+        assert "measuring it again" not in said and "measured 2 times" not in search["reason"] and "probe 1:" not in caption

@@ -189,10 +189,15 @@ def _search_tables(r: SloReport, many_runs: bool) -> list[SloTable]:
         probe_rows.append([*([p["run_id"]] if many_runs else []), str(p["probe"]), p["step"] or DASH, _load(p["load"], over.get(p["run_id"], "rate")),
                            achieved, p["status"] or DASH, fmt_share(p["attainment"]), fmt_ms(p["ttft_p99_ms"]), fmt_ms(p["tpot_p99_ms"]),
                            fmt_tps(p["output_tps"]), p["verdict"] or DASH])  # fmt: skip
+    # A probe measured again because the client could not deliver it (search.client_retries) says so; a stop's reason
+    # is the search's, in the table above.
+    again = "; ".join(f"{p['run_id'] + ' ' if many_runs else ''}probe {p['probe']}: {p['reason']}" for p in r.search_probes
+                      if p["verdict"] in ("pass", "fail") and p.get("reason") and "client_bound before" in p["reason"])  # fmt: skip
     probes = SloTable(
         "SLO search probes", "every probe in order, stored as an open-loop point (rate) or a decode cell (concurrency); load: "
         "asked; achieved: requests/s delivered (the rate a rate probe counts at), or mean requests in flight; TPOT p99: per "
-        "request, over the judged requests the verdict used; a probe that is not valid stops the search (verdict stop)",
+        "request, over the judged requests the verdict used; a probe that is not valid stops the search (verdict stop), a "
+        "client_bound one is measured again first" + (f"; {again}" if again else ""),
         [*(["Run"] if many_runs else []), "Probe", "Step", "Load", "Achieved", "Status", "Attainment", "TTFT p99", "TPOT p99",
          "tok/s", "Verdict"],
         probe_rows, ("l" if many_runs else "") + "rlrrlrrrrl",
