@@ -201,7 +201,7 @@ def test_a_probe_the_client_cannot_deliver_stops_the_search_exit_3_with_the_reas
         again = run_cli("resume", rows(db, "SELECT run_id FROM runs", [])[0]["run_id"], "--db", str(db))
         truth = sim.truth()["requests"]
     assert out.returncode == 3, out.stderr + out.stdout
-    assert "probe 0 at 40/s is client_bound: measuring it again (1 of 1)" in out.stdout, out.stdout
+    assert "probe 0 at 40/s is client_bound: measuring it again (1 of 1)" in out.stderr + out.stdout, out.stderr
     last = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()][-1]
     assert last.startswith("SLO search stopped without an answer: probe 0 at 40/s is client_bound") and "schedule lag p99" in last, last
     (s,) = rows(db, "SELECT * FROM slo_search", [])
