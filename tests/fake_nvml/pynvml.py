@@ -69,8 +69,16 @@ def nvmlDeviceGetName(h: int) -> str:  # noqa: N802
     return f"Fake GPU {h}"
 
 
+# Every energy counter this process read: (handle, the time.monotonic() it was evaluated at, its value) — the fake's
+# own record, for a test in the same process to hold a reader's stamps against.
+ENERGY_READS: list[tuple[int, float, float]] = []
+
+
 def nvmlDeviceGetTotalEnergyConsumption(h: int) -> int | float:  # noqa: N802
-    return float(_script().get("energy_mj0", 1_000_000)) + _power(h) * 1000.0 * time.monotonic()
+    at = time.monotonic()
+    value = float(_script().get("energy_mj0", 1_000_000)) + _power(h) * 1000.0 * at
+    ENERGY_READS.append((h, at, value))
+    return value
 
 
 def nvmlDeviceGetPowerUsage(h: int) -> int:  # noqa: N802
