@@ -55,8 +55,9 @@ async def test_a_client_bound_concurrency_probe_is_measured_again_and_judged_on_
             store.save_cell(run_id, _cell(n, "client_bound" if measured.count(2) == 1 and n == 2 else "valid"))
 
         steps = SimpleNamespace(console=Console(file=open(tmp_path / "out.txt", "w"), width=200))
+        shown = SimpleNamespace(total=0)  # the progress display's step count
         rc = RunContext(cfg=cfg, store=store, run_id=run_id, steps=steps, runner=None, workload=None, capacity=None,  # type: ignore[arg-type]
-                        max_model_len=None, live=lambda k: contextlib.nullcontext(SimpleNamespace(total=k)), count=lambda status: None,
+                        max_model_len=None, live=lambda k: contextlib.nullcontext(shown), count=lambda status: None,
                         decode_cell=decode_cell)  # fmt: skip
         await run_search(rc, retry_errors=False)
         cols, found = store.query("SELECT * FROM slo_search WHERE run_id = ?", [run_id])
@@ -75,8 +76,9 @@ async def test_a_client_bound_concurrency_probe_is_measured_again_and_judged_on_
         assert probes[1]["reason"] == "measured 2 times, client_bound before (try 1: stamps held by stalls (3.0 % of their spans))"
         assert all(p["reason"] is None for p in probes if p["load"] != 2)
         assert "probe 1 at N = 2 is client_bound: measuring it again (1 of 1)" in said
+        assert shown.total == len(measured)  # the display counts the retry as a step of its own
         assert caption.endswith(f"; probe 1: {probes[1]['reason']}")  # the report's probe table says so
     else:
-        assert measured == [1, 2] and search["status"] == "stopped" and cells[2] == "client_bound"
+        assert measured == [1, 2] and search["status"] == "stopped" and cells[2] == "client_bound" and shown.total == 2
         assert probes[1]["verdict"] == "stop" and search["reason"].startswith("probe 1 at N = 2 is client_bound: stamps held by stalls")
         assert "measuring it again" not in said and "measured 2 times" not in search["reason"] and "probe 1:" not in caption

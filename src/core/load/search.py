@@ -102,6 +102,7 @@ class _Search:
             "started_at": _now(),
         }  # fmt: skip
         self.stored = stored_probes(rc.store, rc.run_id)
+        self.retried = 0  # tries measured again: each is a step of the progress display
 
     def unit(self, load: float) -> str:
         return f"{load:g}/s" if self.sc.over == "rate" else f"N = {load:g}"
@@ -120,7 +121,7 @@ class _Search:
         probe = 0
         while (nxt := search.next_step()) is not None:
             load, step = nxt
-            progress.total = probe + 1
+            progress.total = probe + 1 + self.retried
             verdict, reason, delivered = await self._probe(progress, probe, load, step)
             if verdict == "stop":
                 self.row.update(highest_pass=search.lo, lowest_fail=search.hi)
@@ -211,6 +212,8 @@ class _Search:
             if measured["status"] != "client_bound" or len(earlier) >= self.sc.client_retries:
                 return measured, earlier
             earlier.append(measured.get("reason") or "no reason given")
+            self.retried += 1
+            progress.total += 1
             self.rc.console.print(f"  SLO search: probe {probe} at {self.unit(load)} is client_bound: measuring it again "
                                   f"({len(earlier)} of {self.sc.client_retries})", highlight=False)  # fmt: skip
 
