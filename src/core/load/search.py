@@ -26,7 +26,7 @@ from infermatrix.core.load.points import run_point
 from infermatrix.core.slo.search import Bisection, parse_resolution
 from infermatrix.core.slo.spec import SloSpec, parse_slo
 from infermatrix.core.store import Store
-from infermatrix.core.store.slo_search import save_probe, save_search, stored_probes, stored_search
+from infermatrix.core.store.slo_search import retried_reason, save_probe, save_search, stored_probes, stored_search
 from infermatrix.core.store.slo_store import save_slos
 
 if TYPE_CHECKING:  # the run hands in its context (core/load/context.py); load never imports run at run time
@@ -193,9 +193,7 @@ class _Search:
             row["reason"] = f"probe {probe} at {self.unit(load)}: the SLO could not be judged on it (no request to judge, or an empty histogram)"
         else:
             row["verdict"], row["reason"] = ("pass" if row["meets"] else "fail"), None
-        if earlier:  # the tries the client could not deliver stay with the probe, each with what it said
-            tries = "; ".join(f"try {i + 1}: {why}" for i, why in enumerate(earlier))
-            row["reason"] = "; ".join(x for x in (row["reason"], f"measured {len(earlier) + 1} times, client_bound before ({tries})") if x)
+        row["reason"] = retried_reason(row["reason"], earlier)  # the tries the client could not deliver stay with the probe
         save_probe(self.rc.store, self.rc.run_id, row)
         return row["verdict"], row["reason"], self._counted(row)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from infermatrix.core.store.store import Store
 
-__all__ = ["SEARCH_COLUMNS", "PROBE_COLUMNS", "save_search", "save_probe", "stored_probes", "stored_search"]
+__all__ = ["SEARCH_COLUMNS", "PROBE_COLUMNS", "save_search", "save_probe", "stored_probes", "stored_search", "retried_reason", "was_retried"]
 
 SEARCH_COLUMNS = (
     "run_id", "slo", "over", "context_tokens", "arrival", "start", "start_source", "resolution", "max_load",
@@ -18,6 +18,24 @@ PROBE_COLUMNS = (
     "run_id", "probe", "step", "load", "point", "context_tokens", "status", "meets", "verdict", "reason", "attainment",
     "ttft_p99_ms", "tpot_p99_ms", "output_tps", "achieved", "saved_at",
 )  # fmt: skip
+
+
+# A probe measured again because the client could not deliver it (search.client_retries) keeps, in its reason, what each
+# earlier try said: "measured K times, client_bound before (try 1: …; try 2: …)" — written by the search, read by reports.
+_RETRIED = "client_bound before"
+
+
+def retried_reason(reason: str | None, earlier: list[str]) -> str | None:
+    """``reason`` with the earlier tries said after it (``earlier``: each try's own reason; empty: ``reason`` as is)."""
+    if not earlier:
+        return reason
+    tries = "; ".join(f"try {i + 1}: {why}" for i, why in enumerate(earlier))
+    return "; ".join(x for x in (reason, f"measured {len(earlier) + 1} times, {_RETRIED} ({tries})") if x)
+
+
+def was_retried(reason: str | None) -> bool:
+    """Whether a stored probe's reason says it was measured again (``retried_reason``)."""
+    return _RETRIED in (reason or "")
 
 
 def _now() -> dt.datetime:
