@@ -1,10 +1,15 @@
 """Time to the first answer token (TTFO; docs/metrics.md) against the sim's own record: a reasoning model's stream
 (the sim's ``reasoning_tokens``: the first R tokens arrive as ``delta.reasoning_content``) stores when its first
 answer token came; TTFO − TTFT is the server's time from its first emission to the emission that carried token
-R + 1. A stream cut before its answer stores NULL; a stream without reasoning has TTFO = TTFT."""
+R + 1. A stream cut before its answer stores NULL; a stream without reasoning has TTFO = TTFT.
+
+The client's stamps and the sim's are on one clock (the host's monotonic clock), so each is checked for causality
+without a bar: the first token read after the sim's first emission, the first answer token read after the emission
+that carried it. The gap TTFO − TTFT is two reads apart, each one loopback delivery late on a client with a core to
+spare; the median request's gap is held to the server's within TTFO_GAP_MS (bars.py says why the median)."""
 
 import pytest
-from bars import TTFO_GAP_MS
+from bars import OPENLOOP_MS_ROUNDING, TTFO_GAP_MS
 
 from infermatrix.testing import run_matrix, sim_server
 
@@ -14,14 +19,20 @@ REASONING = 40
 CHAT = {"contexts": ["256"], "concurrency": [2], "duration_s": 1, "max_output": 64, "api": "chat", "prefill_contexts": []}
 
 
-def _answer_gap_ms(truth: dict, reasoning: int) -> float | None:
-    """The server's time from its first emission to the one that carried the first answer token (None: none did)."""
+def _answer_emission(truth: dict, reasoning: int) -> float | None:
+    """When the sim emitted the first answer token (its monotonic clock; None: no emission carried one)."""
     cum = 0
     for t, n in truth["emissions"]:
         cum += n
         if cum > reasoning:
-            return (t - truth["emissions"][0][0]) * 1000.0
+            return float(t)
     return None
+
+
+def _answer_gap_ms(truth: dict, reasoning: int) -> float | None:
+    """The server's time from its first emission to the one that carried the first answer token (None: none did)."""
+    t = _answer_emission(truth, reasoning)
+    return None if t is None else (t - truth["emissions"][0][0]) * 1000.0
 
 
 def test_ttfo_is_the_servers_reasoning_time_after_ttft_and_null_without_an_answer():
@@ -35,10 +46,17 @@ def test_ttfo_is_the_servers_reasoning_time_after_ttft_and_null_without_an_answe
     answered = [r for r in reqs if r["point"] == 0]
     assert len(answered) >= 3 and all(r["outcome"] == "ok" and r["reasoning"] for r in answered)
     assert all(r["reasoning_tokens"] == REASONING for r in answered)  # the server's own count, as its usage said it
+    off_ms = []
     for r in answered:
-        server = _answer_gap_ms(truth[r["request_id"]], REASONING)
-        assert server is not None and server > 0
-        assert abs((r["ttfo_ms"] - r["ttft_ms"]) - server) < TTFO_GAP_MS, (r["request_id"], r["ttfo_ms"], r["ttft_ms"], server)
+        t = truth[r["request_id"]]
+        server, answer_at = _answer_gap_ms(t, REASONING), _answer_emission(t, REASONING)
+        assert server is not None and server > 0 and answer_at is not None
+        # Read after it was emitted, each of the two (stored to the µs: OPENLOOP_MS_ROUNDING).
+        assert (r["scheduled"] - t["emissions"][0][0]) * 1000 + r["ttft_ms"] >= -OPENLOOP_MS_ROUNDING, (r["request_id"], t["emissions"][0])
+        assert (r["scheduled"] - answer_at) * 1000 + r["ttfo_ms"] >= -OPENLOOP_MS_ROUNDING, (r["request_id"], answer_at)
+        off_ms.append((r["ttfo_ms"] - r["ttft_ms"]) - server)
+    median = sorted(off_ms)[(len(off_ms) + 1) // 2 - 1]  # nearest rank
+    assert abs(median) < TTFO_GAP_MS, sorted(off_ms)
     cut = [r for r in reqs if r["point"] == 1]
     assert cut and all(r["reasoning"] and r["ttfo_ms"] is None and r["ttft_ms"] is not None for r in cut)
     assert all(r["reasoning_tokens"] == r["output_tokens"] == 16 for r in cut if r["outcome"] == "ok")  # all of it reasoning

@@ -31,23 +31,38 @@ def launch_args(server: str, gguf: Path, *extra: str) -> list[str]:
 # the server does ``print_timings(); send_final_response(); release()`` (server-context.cpp): its last ``print_timing``
 # line is logged before its final response is posted, its ``release`` after — a client may read the response first.
 SLOT_LINE = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) . slot +(launch_slot_|release|print_timing): id +\d+ \| task (\d+) \|(.*)$")
+# At verbosity 4 (``-lv 4``) the HTTP handler of a streamed request logs ``server_strea: conv_id=…`` as it takes the
+# request, before it posts the task (measured 1–6 ms before the slot is taken); no task id: a task's is the last such
+# line before its ``launch_slot_``, which holds where requests come one at a time.
+RECEIPT_LINE = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) . srv +server_strea: ")
 N_TOKENS = re.compile(r"n_tokens = (\d+)")
 PROMPT_EVAL = re.compile(r"prompt eval time = +([\d.]+) ms / +(\d+) tokens")
 
 
+def _stamp(mm: str, ss: str, ms: str, us: str) -> float:
+    return int(mm) * 60 + int(ss) + int(ms) / 1e3 + int(us) / 1e6
+
+
 def server_tasks(log: str) -> dict[int, dict]:
-    """task -> {start, done, end, n_tokens, prompt_ms, prompt_tokens} (seconds on the server's clock) from its log lines:
-    ``done`` its last ``print_timing`` line (before its final response is sent), ``end`` its ``release`` (after)."""
+    """task -> {start, done, end, n_tokens, prompt_ms, prompt_tokens, received} (seconds on the server's clock) from its
+    log lines: ``done`` its last ``print_timing`` line (before its final response is sent), ``end`` its ``release``
+    (after), ``received`` the last request taken before its slot (only in a log at ``-lv 4``: RECEIPT_LINE)."""
     tasks: dict[int, dict] = {}
+    received = None
     for line in log.splitlines():
+        if r := RECEIPT_LINE.match(line):
+            received = _stamp(*r.groups())
+            continue
         m = SLOT_LINE.match(line)
         if not m:
             continue
         mm, ss, ms, us, what, task, rest = m.groups()
-        t = int(mm) * 60 + int(ss) + int(ms) / 1e3 + int(us) / 1e6
+        t = _stamp(mm, ss, ms, us)
         entry = tasks.setdefault(int(task), {})
         if what == "launch_slot_":
             entry["start"] = t
+            if received is not None:
+                entry["received"] = received
         elif what == "release":
             entry["end"] = t
             if n := N_TOKENS.search(rest):

@@ -1,12 +1,13 @@
 """An interference point on real llama.cpp (CPU) against the server's own log (issue 31, docs/load.md "Interference").
 
 llama-server logs each task's slot taken (``launch_slot_``) and freed (``release``), and, when a prompt is done, its
-evaluation: "prompt eval time = X ms / N tokens" (N: the tokens it computed, any reused from a slot's cache left out).
-From those lines: the point sent the server exactly one alone prompt, its decoders, then its prefills one at a time,
-each computed in full (N = the prompt tokens the point stored: distinct prompts, no cache hit); the decoders held their
-slots through every prefill and nothing else ran beside them before the first (the alone window was alone); each
-prompt's stored TTFT holds its server-side evaluation whole, plus at most PREFILL_SLACK_MS (the server's
-reading and tokenizing of it, the step under way, the first token's delivery).
+evaluation: "prompt eval time = X ms / N tokens" (N: the tokens it computed, any reused from a slot's cache left out);
+run at ``-lv 4``, also each streamed request as its HTTP handler takes it (llamacpp_helpers.RECEIPT_LINE). From those
+lines: the point sent the server exactly one alone prompt, its decoders, then its prefills one at a time, each computed
+in full (N = the prompt tokens the point stored: distinct prompts, no cache hit); the decoders held their slots through
+every prefill and nothing else ran beside them before the first (the alone window was alone); each prompt's stored
+TTFT holds its server-side evaluation whole, and at most RECEIPT_SLACK_MS more than the server's own time from taking
+the request to finishing it (a prefill generates one token: its last ``print_timing`` line follows that token).
 
 The stall: llama-server computes a step as one batch of up to ``n_batch`` (2,048 by default) tokens — the running
 decoders' next tokens first, then as many prompt tokens as fit. A prompt of PREFILL_CTX + STREAMS ≤ 2,048 tokens is
@@ -39,15 +40,15 @@ POINT = (f"{{kind='mixed', decode_streams={STREAMS}, decode_context={DECODE_CTX}
          f"prefills={PREFILLS}, decode_max_output=3000, warmup_s=0.1, window_s=0.4, gap_s=0.2}}")  # fmt: skip
 CONTRACT = ["run_id", "point", "decode_streams", "prefill_context", "tbt_alone_ms", "tbt_during_ms", "tbt_p99_during_ms",
             "stall_max_ms", "prefill_ttft_ms", "prefill_ttft_alone_ms"]  # fmt: skip
-# A prompt's TTFT beyond its evaluation: llama-server's HTTP thread reading and tokenizing the 1,536-token prompt (the
-# log has no line for it: its first is the slot taken, after), the main loop finishing the decode step under way (~1 ms
-# with two decoders) before it takes the task, and the first token's loopback delivery. Each needs the CPU, so it
-# stretches when other work shares the cores (all at nice 0 here: matrix.client_nice covers decode cells only).
-# Measured: 0.8–13 ms in 60 prompts; once 43 and once 78 ms, with three other workers' tests on the same two cores (a
-# llamacpp test runs solo). 50 ms is under gap_s (200 ms): a TTFT that counted the quiet time before its send fails it;
-# the alone prompt's TTFT stored as the others' median fails it where they are more than 50 ms apart (measured 50–90 ms:
-# caught 1 run in 3).
-PREFILL_SLACK_MS = 50.0
+# A prompt's TTFT beyond the server's span (its HTTP handler taking the request → its last print_timing line, after
+# the one token): the request's way to that handler (loopback, the handler reading the body) and the token's way back,
+# each a loopback delivery and a wake-up, and any stall of the client's loop a valid point allows (core/load/stall.py:
+# up to 25 ms for these TTFTs). Measured idle: +0.7–1.7 ms. Until 2026-12-07 the bar was the evaluation + 50 ms, and
+# the server's own wait before evaluating (its handler and main loop waiting for a core beside a CPU burner) fell in
+# it: run AN read a TTFT 65 ms over its evaluation in a valid point, with no line to say where the time went. The
+# span puts that wait on the server's side of the line, from its own log. 50 ms is under gap_s (200 ms): a TTFT that
+# counted the quiet time before its send fails it.
+RECEIPT_SLACK_MS = 50.0
 # A TTFT starts as the client hands the request to its connection, before the write (docs/metrics.md, "Request
 # sent"): the server cannot evaluate a prompt before that, so a TTFT holds its evaluation whole, to the log's rounding
 # (two decimals of a ms). Until 2026-12-06 ``sent`` was stamped after the write returned, and this test caught a TTFT
@@ -63,6 +64,7 @@ def test_an_interference_point_matches_llama_servers_own_log_of_its_prompts(llam
     db = tmp_path / "mixed.duckdb"
     res = cli("run", str(TINY_CONFIG), *launch_args(llama_server, tiny_gguf), "--set", f"engine.args.ctx_size={CTX_SIZE}",
               "--set", "matrix.contexts=[]", "--set", f"matrix.prefill_contexts=[{PROBE_CTX}]", "--set", "matrix.prefill_samples=1",
+              "--set", "engine.args.extra_args=[\"-lv\", \"4\"]",  # the requests' receipt lines
               "--set", f"load=[{POINT}]", "--db", str(db), cwd=tmp_path)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     assert processes_using(str(tiny_gguf)) == []
@@ -97,22 +99,27 @@ def test_an_interference_point_matches_llama_servers_own_log_of_its_prompts(llam
     assert all(d["start"] < prefills[0]["start"] and d["end"] >= prefills[-1]["end"] for d in decoders), (decoders, prefills)
     assert all(a["end"] <= b["start"] for a, b in zip(prefills, prefills[1:]))
 
-    # Each prompt's TTFT holds its evaluation on the server, and not much more; so do the stored median and max.
+    # Each prompt's TTFT holds its evaluation on the server, and not much more than the server's span; so do the
+    # stored median and max (an order statistic of values each within [eval, span + slack] lies within the same
+    # order statistics of the two bounds).
     evals = [t["prompt_ms"] for t in (alone, *prefills)]
     assert all(r["ttft_ms"] >= ms - LOG_ROUNDING_MS for r, ms in zip(sent, evals)), (sent, evals)  # never early, disowned or not
+    spans = [(t["done"] - t["received"]) * 1000 for t in (alone, *prefills)]
+    assert all(s >= ms - LOG_ROUNDING_MS for s, ms in zip(spans, evals)), (spans, evals)  # the log's own order
     if not timed:
         return
-    for r, ms in zip(sent, evals):
-        assert ms - LOG_ROUNDING_MS <= r["ttft_ms"] <= ms + PREFILL_SLACK_MS, (r["ttft_ms"], ms)
-    during = sorted(evals[1:])
-    median = during[(len(during) + 1) // 2 - 1]  # nearest rank, as docs/metrics.md
-    assert median - LOG_ROUNDING_MS <= row["prefill_ttft_ms"] <= median + PREFILL_SLACK_MS, (row["prefill_ttft_ms"], during)
-    assert during[-1] - LOG_ROUNDING_MS <= row["prefill_ttft_max_ms"] <= during[-1] + PREFILL_SLACK_MS, (row["prefill_ttft_max_ms"], during)
-    assert evals[0] - LOG_ROUNDING_MS <= row["prefill_ttft_alone_ms"] <= evals[0] + PREFILL_SLACK_MS, (row["prefill_ttft_alone_ms"], evals[0])
+    for r, ms, span in zip(sent, evals, spans):
+        assert ms - LOG_ROUNDING_MS <= r["ttft_ms"] <= span + RECEIPT_SLACK_MS, (r["ttft_ms"], ms, span)
+    during, during_spans = sorted(evals[1:]), sorted(spans[1:])
+    mid = (len(during) + 1) // 2 - 1  # nearest rank, as docs/metrics.md
+    assert during[mid] - LOG_ROUNDING_MS <= row["prefill_ttft_ms"] <= during_spans[mid] + RECEIPT_SLACK_MS, (row["prefill_ttft_ms"], during, during_spans)
+    assert during[-1] - LOG_ROUNDING_MS <= row["prefill_ttft_max_ms"] <= during_spans[-1] + RECEIPT_SLACK_MS, (row["prefill_ttft_max_ms"], during, during_spans)
+    assert evals[0] - LOG_ROUNDING_MS <= row["prefill_ttft_alone_ms"] <= spans[0] + RECEIPT_SLACK_MS, (row["prefill_ttft_alone_ms"], evals[0], spans[0])
     # One step computed each prompt beside the decoders: one of their gaps spans the longest evaluation.
     assert row["stall_max_ms"] >= during[-1] - STAMP_MS, (row["stall_max_ms"], during)
     print(f"\ninterference on llama.cpp: evals alone {evals[0]:.1f} ms, during {[round(x, 1) for x in evals[1:]]} ms; "
-          f"TTFT − eval {[round(r['ttft_ms'] - ms, 1) for r, ms in zip(sent, evals)]} ms; stall_max {row['stall_max_ms']:.1f} ms "
+          f"TTFT − eval {[round(r['ttft_ms'] - ms, 1) for r, ms in zip(sent, evals)]} ms, − server span "
+          f"{[round(r['ttft_ms'] - span, 1) for r, span in zip(sent, spans)]} ms; stall_max {row['stall_max_ms']:.1f} ms "
           f"(− longest eval {row['stall_max_ms'] - during[-1]:+.1f}); tbt alone {row['tbt_alone_ms']:.2f}, during "
           f"{row['tbt_during_ms']:.2f}, p99 during {row['tbt_p99_during_ms']:.1f} ms; gaps {row['alone_gaps']}/{row['during_gaps']}; "
           f"decode tokens read {[reqs[f'd{i}']['output_tokens'] for i in range(STREAMS)]}, held {[d['n_tokens'] - DECODE_CTX for d in decoders]}")  # fmt: skip
