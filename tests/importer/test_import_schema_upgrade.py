@@ -11,9 +11,11 @@ import pytest
 from imx_factories import fill_run
 from infermatrix.core.report import render_markdown
 from infermatrix.core.report.sections.prefill import PM_CAPTION
+from infermatrix.core.report.slo_report import load_slo_report, slo_tables
 from infermatrix.core.store import Store
 from infermatrix.core.store.connect import SCHEMA_VERSION
 from infermatrix.core.store.errors import StoreError
+from infermatrix.core.store.slo_search import times_measured
 
 
 def make_v1(path) -> str:
@@ -362,3 +364,32 @@ def test_v11_database_gains_the_interference_table_and_view_on_a_read_only_open(
         assert s.query("SELECT count(reasoning_tokens) FROM point_requests")[1] == [(0,)]
         assert "# Speed test matrix" in render_markdown(s, run_id)
     assert {"interference", "interference_points"} <= objects(path)
+
+
+def make_v12(path) -> str:
+    """A store as schema v12 left it: no slo_search_probes.tries (v13), a probe measured twice said so only in its
+    reason (search.client_retries came in at v12)."""
+    with Store(path) as s:
+        run_id, _, _ = fill_run(s, seed=1, other=False)
+    con = duckdb.connect(str(path))
+    con.execute("ALTER TABLE slo_search_probes DROP COLUMN tries")
+    con.execute("INSERT INTO slo_searches (run_id, slo, over, status) VALUES (?, 'tight', 'concurrency', 'found')", [run_id])
+    con.execute("INSERT INTO slo_search_probes (run_id, probe, load, status, verdict, reason) VALUES "
+                "(?, 0, 1, 'valid', 'pass', NULL), (?, 1, 2, 'valid', 'fail', ?)",
+                [run_id, run_id, "measured 2 times, client_bound before (try 1: stamps held by stalls)"])  # fmt: skip
+    _set_version(con, 12)
+    con.close()
+    return run_id
+
+
+def test_v12_database_gains_probe_tries_on_a_read_only_open_and_a_retried_probe_still_reads_as_retried(tmp_path):
+    path = tmp_path / "v12.duckdb"
+    run_id = make_v12(path)
+    with Store(path, read_only=True) as s:
+        assert s.query("SELECT max(version) FROM schema_version")[1] == [(SCHEMA_VERSION,)]
+        cols, rows = s.query("SELECT * FROM slo_search_probes WHERE run_id = ? ORDER BY probe", [run_id])
+        probes = [dict(zip(cols, r)) for r in rows]
+        assert [p["tries"] for p in probes] == [None, None]  # the column is there, NULL: v12 never stored it
+        assert [times_measured(p) for p in probes] == [1, 2]  # ... and the reason still says how many times
+        (caption,) = [t.caption for t in slo_tables(load_slo_report(s, [run_id])) if t.title == "SLO search probes"]
+        assert caption.endswith(f"; probe 1: {probes[1]['reason']}")

@@ -62,7 +62,7 @@ async def test_a_client_bound_concurrency_probe_is_measured_again_and_judged_on_
         await run_search(rc, retry_errors=False)
         cols, found = store.query("SELECT * FROM slo_search WHERE run_id = ?", [run_id])
         search = dict(zip(cols, found[0]))
-        cols, found = store.query("SELECT probe, load, status, verdict, reason FROM slo_search_probes WHERE run_id = ? ORDER BY probe", [run_id])
+        cols, found = store.query("SELECT probe, load, status, verdict, reason, tries FROM slo_search_probes WHERE run_id = ? ORDER BY probe", [run_id])
         probes = [dict(zip(cols, r)) for r in found]
         cols, found = store.query("SELECT concurrency, status FROM cells WHERE run_id = ? ORDER BY concurrency", [run_id])
         cells = dict(found)
@@ -74,11 +74,13 @@ async def test_a_client_bound_concurrency_probe_is_measured_again_and_judged_on_
         assert (search["status"], search["highest_pass"], search["lowest_fail"]) == ("found", 2, 3), search
         assert probes[1]["verdict"] == "pass" and probes[1]["status"] == "valid" and cells[2] == "valid"  # judged on its second try
         assert probes[1]["reason"] == "measured 2 times, client_bound before (try 1: stamps held by stalls (3.0 % of their spans))"
+        assert [p["tries"] for p in probes] == [1, 2, 1, 1]
         assert all(p["reason"] is None for p in probes if p["load"] != 2)
         assert "probe 1 at N = 2 is client_bound: measuring it again (1 of 1)" in said
         assert shown.total == len(measured)  # the display counts the retry as a step of its own
         assert caption.endswith(f"; probe 1: {probes[1]['reason']}")  # the report's probe table says so
     else:
         assert measured == [1, 2] and search["status"] == "stopped" and cells[2] == "client_bound" and shown.total == 2
+        assert [p["tries"] for p in probes] == [1, 1]
         assert probes[1]["verdict"] == "stop" and search["reason"].startswith("probe 1 at N = 2 is client_bound: stamps held by stalls")
         assert "measuring it again" not in said and "measured 2 times" not in search["reason"] and "probe 1:" not in caption

@@ -41,10 +41,11 @@ def sent_per_point(truth: list[dict]) -> Counter:
     return Counter(int(m.group(1)) for r in truth if (m := re.search(r"-load-(\d+)-r", r["request_id"] or "")))
 
 
-def tries(reason: str | None) -> int:
-    """How many times a probe was measured, from its stored reason ("measured K times, client_bound before …")."""
-    m = re.search(r"measured (\d+) times, client_bound before", reason or "")
-    return int(m.group(1)) if m else 1
+def tries(p: dict) -> int:
+    """How many times a probe was measured: its ``tries``, which its reason says too ("measured K times, …")."""
+    m = re.search(r"measured (\d+) times, client_bound before", p["reason"] or "")
+    assert p["tries"] == (int(m.group(1)) if m else 1), p
+    return p["tries"]
 
 
 def predicted_rate(tpot_limit_ms: float) -> float:
@@ -100,7 +101,7 @@ def test_rate_search_finds_the_rate_the_profile_predicts_and_stores_every_probe(
     assert stored == sum(p["scheduled"] for p in points.values())
     # The sim saw each probe's requests once per try: a probe the client could not deliver was measured again
     # (search.client_retries), its stored reason saying how many times; constant arrivals schedule the same requests.
-    assert sent_per_point(truth) == {p["point"]: tries(p["reason"]) * points[p["point"]]["scheduled"] for p in probes}
+    assert sent_per_point(truth) == {p["point"]: tries(p) * points[p["point"]]["scheduled"] for p in probes}
 
 
 
@@ -211,7 +212,7 @@ def test_a_probe_the_client_cannot_deliver_stops_the_search_exit_3_with_the_reas
     assert run["status"] == "stopped" and run["error"] == f"SLO search stopped without an answer: {s['reason']}"
     (p,) = rows(db, "SELECT * FROM slo_search_probes", [])
     assert p["verdict"] == "stop" and p["meets"] is None and p["status"] == "client_bound"
-    assert tries(p["reason"]) == 2 and "(try 1: schedule lag p99" in p["reason"], p["reason"]
+    assert tries(p) == 2 and "(try 1: schedule lag p99" in p["reason"], p["reason"]
     (point,) = rows(db, "SELECT status, scheduled FROM points", [])
     assert point["status"] == "client_bound"
     assert sent_per_point(truth) == {0: 2 * point["scheduled"]}  # the sim saw the probe twice: the try and the retry

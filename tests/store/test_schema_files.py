@@ -16,7 +16,7 @@ from infermatrix.core.store.connect import SCHEMA_FILES, SCHEMA_VERSION
 # The store's SQL (comments and white space left out) as of each version: a changed fingerprint without a new
 # version means a store written before the change would be taken as current and never upgraded (issue 28: four
 # files came in at v5 without a bump, and report code asked at run time whether their views existed).
-FINGERPRINTS = {7: "ee12485b", 8: "86f7ac58", 9: "bef9daab", 10: "b0ff3341", 11: "6c181611", 12: "b4bbaa62"}
+FINGERPRINTS = {7: "ee12485b", 8: "86f7ac58", 9: "bef9daab", 10: "b0ff3341", 11: "6c181611", 12: "b4bbaa62", 13: "841545dd"}
 
 _CREATE = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(TABLE|VIEW|MACRO)\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.I)
 

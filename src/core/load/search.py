@@ -6,7 +6,8 @@ to measure — a rate as an open-loop point (core/load/points.py), a concurrency
 SLO saved with the run. A probe that is not ``valid`` (client_bound, error …) or that the SLO can't judge stops the
 search with the reason: it is neither a pass nor a fail. A ``client_bound`` probe is first measured again, up to
 ``search.client_retries`` times (a client that fell behind once — a stall of its machine — may keep up the next
-time; the engine is not at fault either way), its reason keeping what each earlier try said. An ``over_capacity``
+time; the engine is not at fault either way), its reason keeping what each earlier try said and ``tries`` how many
+there were. An ``over_capacity``
 concurrency probe is a fail: the engine cannot hold that many streams, so no load from there up meets the SLO.
 
 Resume: a probe already stored at the load the search asks for (and a decode cell already stored) is
@@ -194,6 +195,7 @@ class _Search:
         else:
             row["verdict"], row["reason"] = ("pass" if row["meets"] else "fail"), None
         row["reason"] = retried_reason(row["reason"], earlier)  # the tries the client could not deliver stay with the probe
+        row["tries"] = len(earlier) + 1
         save_probe(self.rc.store, self.rc.run_id, row)
         return row["verdict"], row["reason"], self._counted(row)
 

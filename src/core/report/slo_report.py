@@ -12,7 +12,7 @@ from typing import Any
 from infermatrix.core.report.fmt import DASH, fmt_ms, fmt_share, fmt_tps, fmt_usd
 from infermatrix.core.report.query import view_rows
 from infermatrix.core.store import Store
-from infermatrix.core.store.slo_search import was_retried
+from infermatrix.core.store.slo_search import times_measured
 
 __all__ = ["SloReport", "SloTable", "load_slo_report", "slo_tables", "fmt_share", "fmt_usd", "price_line", "GPUS_HOW", "GPUS_UNKNOWN",
            "gpus_unknown_line", "unknown_gpu_runs"]
@@ -193,7 +193,7 @@ def _search_tables(r: SloReport, many_runs: bool) -> list[SloTable]:
     # A probe measured again because the client could not deliver it (search.client_retries) says so; a stop's reason
     # is the search's, in the table above.
     again = "; ".join(f"{p['run_id'] + ' ' if many_runs else ''}probe {p['probe']}: {p['reason']}" for p in r.search_probes
-                      if p["verdict"] in ("pass", "fail") and was_retried(p.get("reason")))  # fmt: skip
+                      if p["verdict"] in ("pass", "fail") and times_measured(p) > 1)  # fmt: skip
     probes = SloTable(
         "SLO search probes", "every probe in order, stored as an open-loop point (rate) or a decode cell (concurrency); load: "
         "asked; achieved: requests/s delivered (the rate a rate probe counts at), or mean requests in flight; TPOT p99: per "

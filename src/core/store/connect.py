@@ -50,7 +50,9 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_FILES", "MEMORY", "connect", "apply_schema"
 # v12: interference points (interference.sql: interference_points, the interference view; a point's status may be
 #     over_capacity) (issue 31 item 3); requests.reasoning_tokens and point_requests.reasoning_tokens: the server's own
 #     reasoning count per request (usage.completion_tokens_details; issue 31 item 4, checked on a real engine).
-SCHEMA_VERSION = 12
+# v13: slo_search_probes.tries: how many times a probe was measured (search.client_retries), where the probe's reason
+#     alone said it (issue 28).
+SCHEMA_VERSION = 13
 # Every .sql file of the store, in the order applied: each is idempotent (CREATE ... IF NOT EXISTS for tables,
 # CREATE OR REPLACE for views and macros); a file reads the objects of those before it. A new file goes here,
 # and bumps SCHEMA_VERSION (tests/store/test_schema_files.py checks both).

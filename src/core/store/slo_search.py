@@ -4,11 +4,12 @@ probe saved in its own transaction once its point or cell is saved (tables and v
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 from infermatrix.core.store.store import Store
 
-__all__ = ["SEARCH_COLUMNS", "PROBE_COLUMNS", "save_search", "save_probe", "stored_probes", "stored_search", "retried_reason", "was_retried"]
+__all__ = ["SEARCH_COLUMNS", "PROBE_COLUMNS", "save_search", "save_probe", "stored_probes", "stored_search", "retried_reason", "times_measured"]
 
 SEARCH_COLUMNS = (
     "run_id", "slo", "over", "context_tokens", "arrival", "start", "start_source", "resolution", "max_load",
@@ -16,7 +17,7 @@ SEARCH_COLUMNS = (
 )  # fmt: skip
 PROBE_COLUMNS = (
     "run_id", "probe", "step", "load", "point", "context_tokens", "status", "meets", "verdict", "reason", "attainment",
-    "ttft_p99_ms", "tpot_p99_ms", "output_tps", "achieved", "saved_at",
+    "ttft_p99_ms", "tpot_p99_ms", "output_tps", "achieved", "saved_at", "tries",
 )  # fmt: skip
 
 
@@ -33,9 +34,16 @@ def retried_reason(reason: str | None, earlier: list[str]) -> str | None:
     return "; ".join(x for x in (reason, f"measured {len(earlier) + 1} times, {_RETRIED} ({tries})") if x)
 
 
-def was_retried(reason: str | None) -> bool:
-    """Whether a stored probe's reason says it was measured again (``retried_reason``)."""
-    return _RETRIED in (reason or "")
+_TIMES = re.compile(r"measured (\d+) times, " + _RETRIED)
+
+
+def times_measured(probe: dict[str, Any]) -> int:
+    """How many times a stored probe was measured: its ``tries``, or, in a row stored before schema v13 (``tries``
+    NULL), what its reason says (``retried_reason``); 1 where neither says more."""
+    if probe.get("tries") is not None:
+        return int(probe["tries"])
+    found = _TIMES.search(probe.get("reason") or "")
+    return int(found.group(1)) if found else 1
 
 
 def _now() -> dt.datetime:

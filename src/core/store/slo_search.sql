@@ -41,6 +41,9 @@ CREATE TABLE IF NOT EXISTS slo_search_probes (
     saved_at        TIMESTAMP,
     PRIMARY KEY (run_id, probe)
 );
+-- v13: how many times the probe was measured (search.client_retries: a client_bound try is measured again, each try
+-- replacing the last; its reason keeps what the earlier tries said). NULL: stored before v13 (its reason says).
+ALTER TABLE slo_search_probes ADD COLUMN IF NOT EXISTS tries INTEGER;
 
 -- Every request of a valid open-loop point, with the per-request metrics the SLO limits name (times from the
 -- SCHEDULED send, as the point's own figures: a lagging client is charged, docs/load.md; TPOT and tps by
