@@ -138,6 +138,12 @@ def judged(status: str, ok: bool) -> bool:
 # intervals (the false-failure chance); intervals that cover only 60 % pass with P = 0.13, 50 %: P = 0.02.
 INTERVAL_CELLS = 20
 INTERVAL_COVERED_MIN = 15
+# A cell the client verdict disowns (client_bound) has no interval (cell_intervals holds valid cells): the others are
+# judged, each missing the true rate with chance ≤ 0.05, so at most INTERVAL_CELLS − INTERVAL_COVERED_MIN = 5 of them
+# may miss it (19 judged: P(more than 5 miss) = 0.0002 for honest intervals). At least INTERVAL_JUDGED_MIN must be
+# judged: beside a CPU burner one cell of 20 was the client's (run AO, 2026-12-07), three when the steps were 5 ms.
+INTERVAL_MISSED_MAX = INTERVAL_CELLS - INTERVAL_COVERED_MIN
+INTERVAL_JUDGED_MIN = 15
 
 # --- time to the first answer token (test_fidelity_ttfo.py), against the sim's own emission stamps ------------------
 # TTFO − TTFT is two client reads apart; the server's gap is two of its step-end stamps apart. Each client read trails

@@ -1,13 +1,14 @@
 """Fidelity of the intervals (issue 30): a sim made noisy on purpose (``step_jitter``), 20 short cells, and each
 cell's 95 % interval of total tok/s is judged against the sim's long-run rate — N × 1000 ÷ step_ms from its
 profile (one token a step, no restarts in the window, a log-normal step factor of mean 1), never from the runs.
-Honest intervals contain it in about 19 of 20 cells; bars.INTERVAL_COVERED_MIN says how few is a failure."""
+Honest intervals contain it in about 19 of 20 cells; bars.INTERVAL_MISSED_MAX says how many misses is a failure. A
+cell the client verdict disowned has no interval and is not judged (bars.judged's rule; at most a few may be)."""
 
 from __future__ import annotations
 
 import duckdb
 import pytest
-from bars import INTERVAL_CELLS, INTERVAL_COVERED_MIN
+from bars import INTERVAL_CELLS, INTERVAL_JUDGED_MIN, INTERVAL_MISSED_MAX
 from imxtest import SimServer, run_cli
 from profiles import write_profile
 
@@ -36,8 +37,10 @@ def test_total_tps_intervals_contain_the_noisy_sims_long_run_rate(tmp_path):
     con = duckdb.connect(str(db), read_only=True)
     rows = con.execute("SELECT concurrency, value, lo, hi, method FROM cell_intervals WHERE metric = 'total_tps' ORDER BY concurrency").fetchall()
     statuses = con.execute("SELECT concurrency, status FROM cells WHERE status <> 'valid'").fetchall()
-    assert len(rows) == INTERVAL_CELLS, (rows, statuses)
+    assert all(status == "client_bound" for _, status in statuses), statuses  # disowned by the client verdict, nothing else
+    assert sorted(n for n, *_ in rows) == sorted(set(range(1, INTERVAL_CELLS + 1)) - {n for n, _ in statuses}), (rows, statuses)
+    assert len(rows) >= INTERVAL_JUDGED_MIN, (rows, statuses)
     covered = [n for n, _, lo, hi, _ in rows if lo <= n * 1000 / STEP_MS <= hi]
     report = [(n, round(v), round(lo), round(hi), n * 1000 / STEP_MS, m) for n, v, lo, hi, m in rows]
-    print(f"covered {len(covered)} of {len(rows)}:", *report, sep="\n")
-    assert len(covered) >= INTERVAL_COVERED_MIN, report
+    print(f"covered {len(covered)} of {len(rows)} (disowned: {statuses}):", *report, sep="\n")
+    assert len(rows) - len(covered) <= INTERVAL_MISSED_MAX, report
