@@ -96,7 +96,9 @@ def _completed(db) -> list[dict]:
 def test_real_vllm_reasoning_stores_ttfo_at_the_chains_first_answer_token(chain_run):
     db, _, _ = chain_run
     reqs = _completed(db)
-    assert {r["status"] for r in reqs} == {"valid"} and {r["concurrency"] for r in reqs} == {1, 2}, reqs
+    # Valid, or disowned by the client verdict beside other load: what is checked below is stamps' order, counts and the
+    # ITL envelope, which hold whoever set the pace.
+    assert {r["status"] for r in reqs} <= {"valid", "client_bound"} and {r["concurrency"] for r in reqs} == {1, 2}, reqs
     answered = [r for r in reqs if r["output_tokens"] >= FIRST_ANSWER]
     assert len(answered) >= 3 and all(r["output_tokens"] <= MAX_OUTPUT for r in answered)
     assert sum(1 for r in answered if r["ttfo_ms"] is not None and r["ttfo_ms"] > r["ttft_ms"]) >= 3, answered  # seen apart
