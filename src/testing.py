@@ -77,6 +77,16 @@ class SimServer:
         data: dict[str, Any] = httpx.get(f"{self.base_url}/debug/truth", params=params or None, timeout=30).json()
         return data
 
+    def wait_unfinished(self, part: str, timeout: float = 60.0) -> dict[str, Any] | None:
+        """Block until the sim holds a received, unfinished request whose X-Request-Id contains ``part``
+        (``GET /debug/wait``): its ``request_id``, ``received`` and the time ``t``; None after ``timeout`` seconds."""
+        r = httpx.get(f"{self.base_url}/debug/wait", params={"unfinished": part, "timeout": timeout}, timeout=timeout + 30)
+        if r.status_code == 408:
+            return None
+        r.raise_for_status()
+        found: dict[str, Any] = r.json()
+        return found
+
     def reset(self) -> None:
         """Forget the record so far (``POST /debug/reset``)."""
         httpx.post(f"{self.base_url}/debug/reset", timeout=10)

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import threading
-import time
 
 import pytest
 from bars import BURST_SPAN_MS, OPENLOOP_CAP_OVERLAP_S, judged
@@ -78,15 +77,18 @@ FREEZE_S = 1.0  # how long the client is stopped in mid-burst: longer than a 64-
 
 
 def _freeze_when_running(sim, pid: int, freeze_s: float, fired: threading.Event) -> None:
-    """Stop process ``pid`` for ``freeze_s`` once the sim is running a burst request (a shell outside the process does
-    the stop and the resume): a client the kernel left off its cores that long, as one beside a CPU burner was."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if any("-load-" in (r.get("request_id") or "") and r.get("finished") is None for r in sim.truth()["requests"]):
-            subprocess.run(["sh", "-c", f"kill -STOP {pid}; sleep {freeze_s}; kill -CONT {pid}"], check=True)
+    """Stop process ``pid`` for ``freeze_s`` once the sim holds a burst request unfinished (a shell outside the process,
+    started beforehand and told by a line on its stdin, does the stop and the resume): a client the kernel left off its
+    cores that long, as one beside a CPU burner was. The sim says when (``GET /debug/wait``, an event on its own loop):
+    until 2026-12-07 this thread polled /debug/truth every 20 ms, and in run AP (beside a CPU burner) the whole burst
+    came and went between two of its polls."""
+    script = f"read _ && kill -STOP {pid} && sleep {freeze_s} && kill -CONT {pid}"  # EOF on stdin: nothing
+    with subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE) as freezer:
+        assert freezer.stdin is not None
+        if sim.wait_unfinished("-load-") is not None:
             fired.set()
-            return
-        time.sleep(0.02)
+            freezer.stdin.write(b"go\n")
+        freezer.stdin.close()
 
 
 def test_a_burst_whose_client_was_held_off_its_cores_is_the_clients_and_the_server_says_so_too():

@@ -6,7 +6,9 @@ fault state and the /tokenize ledger); ``create_app`` in server.py mounts ``Info
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import time
 from collections import Counter
 from typing import Any
 
@@ -23,6 +25,10 @@ from infermatrix.plugins.sim.metrics import CONTENT_TYPE, render_metrics
 from infermatrix.plugins.sim.profile import SimProfile
 from infermatrix.plugins.sim.record import window_record
 from infermatrix.plugins.sim.scheduler import Scheduler
+
+# How often GET /debug/wait looks at the record, on the sim's own loop: a request runs for many of these (a step is
+# milliseconds), so one cannot begin and end unseen however busy the host — the loop that runs the steps runs the look.
+WAIT_TICK_S = 0.002
 
 __all__ = ["InfoRoutes", "json_response", "error_response", "read_body"]
 
@@ -65,6 +71,7 @@ class InfoRoutes:
             Route("/abort_request", self.abort_request, methods=["POST"]),
             Route("/debug/truth", self.truth, methods=["GET"]),
             Route("/debug/window", self.window, methods=["GET"]),
+            Route("/debug/wait", self.wait, methods=["GET"]),
             Route("/debug/reset", self.reset, methods=["POST"]),
             Route("/debug/profile", self.profile_info, methods=["GET"]),
             Route("/debug/tokenize", self.tokenize_info, methods=["GET"]),
@@ -114,6 +121,27 @@ class InfoRoutes:
         except ValueError:
             return error_response(ApiError(400, "since must be a number (time.monotonic() seconds)", param="since"))
         return json_response(self.sched.truth(since_f, blocks=request.query_params.get("blocks") in ("1", "true")))
+
+    async def wait(self, request: Request) -> Response:
+        """``GET /debug/wait?unfinished=S[&timeout=T]``: answers once a request whose X-Request-Id contains ``S`` has
+        been received and has not finished (its id, its receipt and the time, on the monotonic clock of /debug/truth),
+        or 408 after ``T`` seconds (60 by default) — an event a test acts on mid-request (docs/sim.md), where polling
+        /debug/truth from a busy client can miss a request that runs a fraction of a second."""
+        part = request.query_params.get("unfinished")
+        if not part:
+            return error_response(ApiError(400, "give unfinished=<part of an X-Request-Id>", param="unfinished"))
+        try:
+            timeout = float(request.query_params.get("timeout", "60"))
+        except ValueError:
+            return error_response(ApiError(400, "timeout must be a number of seconds", param="timeout"))
+        deadline = time.monotonic() + timeout
+        while True:
+            found = next((s for s in self.sched.records if part in (s.request_id or "") and s.received is not None and s.finished is None), None)
+            if found is not None:
+                return json_response({"request_id": found.request_id, "received": found.received, "t": time.monotonic()})
+            if time.monotonic() >= deadline:
+                return error_response(ApiError(408, f"no unfinished request matching {part!r} in {timeout:g} s", "TimeoutError", "unfinished"))
+            await asyncio.sleep(WAIT_TICK_S)
 
     async def window(self, request: Request) -> Response:  # the engine's own record of [start, end] (record.py)
         try:
