@@ -77,10 +77,12 @@ class SimServer:
         data: dict[str, Any] = httpx.get(f"{self.base_url}/debug/truth", params=params or None, timeout=30).json()
         return data
 
-    def wait_unfinished(self, part: str, timeout: float = 60.0) -> dict[str, Any] | None:
-        """Block until the sim holds a received, unfinished request whose X-Request-Id contains ``part``
-        (``GET /debug/wait``): its ``request_id``, ``received`` and the time ``t``; None after ``timeout`` seconds."""
-        r = httpx.get(f"{self.base_url}/debug/wait", params={"unfinished": part, "timeout": timeout}, timeout=timeout + 30)
+    def wait_unfinished(self, pattern: str, timeout: float = 60.0, prefilling: bool = False) -> dict[str, Any] | None:
+        """Block until the sim holds a received, unfinished request whose X-Request-Id matches the regular expression
+        ``pattern`` (searched) — with ``prefilling``, one without its first token yet (``GET /debug/wait``): its
+        ``request_id``, ``received`` and the time ``t``; None after ``timeout`` seconds."""
+        params: dict[str, Any] = {"unfinished": pattern, "timeout": timeout, **({"prefilling": "1"} if prefilling else {})}
+        r = httpx.get(f"{self.base_url}/debug/wait", params=params, timeout=timeout + 30)
         if r.status_code == 408:
             return None
         r.raise_for_status()

@@ -11,7 +11,8 @@ import re
 import statistics
 import subprocess
 import threading
-import time
+
+import httpx
 
 import pytest
 from truthlib import median_range, receipt_ttft_ms
@@ -27,15 +28,24 @@ MATRIX = {"contexts": [], "prefill_contexts": [256]}
 
 
 def _freeze_probes(sim, pid: int, which: set[str], frozen: list[str], done: threading.Event) -> None:
-    """Stop ``pid`` for ``FREEZE_S`` once per prefill probe numbered in ``which`` ("r1" …), while the sim prefills it."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not done.is_set():
-        for r in sim.truth()["requests"]:
-            rid = r.get("request_id") or ""
-            if "-prefill-" in rid and rid.rsplit("-", 1)[1] in which and r.get("first_token") is None and rid not in frozen:
-                subprocess.run(["sh", "-c", f"kill -STOP {pid}; sleep {FREEZE_S}; kill -CONT {pid}"], check=True)
-                frozen.append(rid)
-        time.sleep(0.01)
+    """Stop ``pid`` for ``FREEZE_S`` once per prefill probe numbered in ``which`` ("r1" …), while the sim prefills it.
+    The sim says when (``GET /debug/wait`` with ``prefilling``: an event on its own loop, where polling /debug/truth
+    from a starved client can miss a prefill); a shell started beforehand stops and resumes the process on each line."""
+    script = f"while read _; do kill -STOP {pid}; sleep {FREEZE_S}; kill -CONT {pid}; done"
+    with subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE) as freezer:
+        assert freezer.stdin is not None
+        try:
+            for name in sorted(which, key=lambda n: int(n[1:])):  # the probes go one at a time, in number order
+                found = sim.wait_unfinished(rf"-prefill-.*-{name}$", prefilling=True)
+                if found is None or done.is_set():
+                    break
+                frozen.append(found["request_id"])
+                freezer.stdin.write(b"go\n")
+                freezer.stdin.flush()
+        except httpx.HTTPError:
+            pass  # the sim is gone: the run is over
+        finally:
+            freezer.stdin.close()
 
 
 def _run(which: set[str], samples: int) -> tuple[dict, list[dict], dict[str, dict], list[str]]:

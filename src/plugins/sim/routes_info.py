@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import time
 from collections import Counter
 from typing import Any
@@ -123,24 +124,29 @@ class InfoRoutes:
         return json_response(self.sched.truth(since_f, blocks=request.query_params.get("blocks") in ("1", "true")))
 
     async def wait(self, request: Request) -> Response:
-        """``GET /debug/wait?unfinished=S[&timeout=T]``: answers once a request whose X-Request-Id contains ``S`` has
-        been received and has not finished (its id, its receipt and the time, on the monotonic clock of /debug/truth),
-        or 408 after ``T`` seconds (60 by default) — an event a test acts on mid-request (docs/sim.md), where polling
-        /debug/truth from a busy client can miss a request that runs a fraction of a second."""
-        part = request.query_params.get("unfinished")
-        if not part:
-            return error_response(ApiError(400, "give unfinished=<part of an X-Request-Id>", param="unfinished"))
+        """``GET /debug/wait?unfinished=RE[&prefilling=1][&timeout=T]``: answers once a request whose X-Request-Id
+        matches the regular expression ``RE`` (searched, so a plain part of an id will do) has been received and has
+        not finished — with ``prefilling``, nor sent its first token — with its id, its receipt and the time (the
+        monotonic clock of /debug/truth); 408 after ``T`` seconds (60 by default). An event a test acts on mid-request
+        (docs/sim.md), where polling /debug/truth from a busy client can miss a request that runs a fraction of a second."""
+        try:
+            pattern = re.compile(request.query_params["unfinished"])
+        except (KeyError, re.error) as exc:
+            why = f"not a regular expression: {exc}" if isinstance(exc, re.error) else "give unfinished=<a regular expression an X-Request-Id matches>"
+            return error_response(ApiError(400, why, param="unfinished"))
         try:
             timeout = float(request.query_params.get("timeout", "60"))
         except ValueError:
             return error_response(ApiError(400, "timeout must be a number of seconds", param="timeout"))
+        prefilling = request.query_params.get("prefilling") in ("1", "true")
         deadline = time.monotonic() + timeout
         while True:
-            found = next((s for s in self.sched.records if part in (s.request_id or "") and s.received is not None and s.finished is None), None)
+            found = next((s for s in self.sched.records if s.received is not None and s.finished is None
+                          and not (prefilling and s.first_token is not None) and pattern.search(s.request_id or "")), None)  # fmt: skip
             if found is not None:
                 return json_response({"request_id": found.request_id, "received": found.received, "t": time.monotonic()})
             if time.monotonic() >= deadline:
-                return error_response(ApiError(408, f"no unfinished request matching {part!r} in {timeout:g} s", "TimeoutError", "unfinished"))
+                return error_response(ApiError(408, f"no unfinished request matching {pattern.pattern!r} in {timeout:g} s", "TimeoutError", "unfinished"))
             await asyncio.sleep(WAIT_TICK_S)
 
     async def window(self, request: Request) -> Response:  # the engine's own record of [start, end] (record.py)
