@@ -105,3 +105,26 @@ def engine_missing(engine: str, why: str) -> None:
     if in_ci():
         pytest.fail(f"real engine {engine} missing under CI=true: {why}\n{setup_log_tail(engine)}", pytrace=False)
     pytest.skip(why)
+
+
+class Freezer:
+    """Stops process ``pid`` for ``freeze_s`` each time :meth:`freeze` is called, as a kernel starving it would: a shell
+    started beforehand (no fork at the moment that matters) does the stop and the resume on each line it reads, so the
+    stopped process, the caller included, resumes by itself. Use as a context manager; closing its stdin ends it."""
+
+    def __init__(self, pid: int, freeze_s: float) -> None:
+        script = f"while read _; do kill -STOP {pid}; sleep {freeze_s}; kill -CONT {pid}; done"
+        self.proc = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE)
+
+    def freeze(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"go\n")
+        self.proc.stdin.flush()
+
+    def __enter__(self) -> "Freezer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(60)

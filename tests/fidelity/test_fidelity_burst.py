@@ -5,11 +5,11 @@ reports is the server's last requests running with fewer than ``concurrency`` in
 
 import os
 import re
-import subprocess
 import threading
 
 import pytest
 from bars import BURST_SPAN_MS, OPENLOOP_CAP_OVERLAP_S, judged
+from imxtest import Freezer
 
 from infermatrix.testing import run_matrix, sim_server
 
@@ -82,13 +82,10 @@ def _freeze_when_running(sim, pid: int, freeze_s: float, fired: threading.Event)
     cores that long, as one beside a CPU burner was. The sim says when (``GET /debug/wait``, an event on its own loop):
     until 2026-12-07 this thread polled /debug/truth every 20 ms, and in run AP (beside a CPU burner) the whole burst
     came and went between two of its polls."""
-    script = f"read _ && kill -STOP {pid} && sleep {freeze_s} && kill -CONT {pid}"  # EOF on stdin: nothing
-    with subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE) as freezer:
-        assert freezer.stdin is not None
+    with Freezer(pid, freeze_s) as freezer:
         if sim.wait_unfinished("-load-") is not None:
             fired.set()
-            freezer.stdin.write(b"go\n")
-        freezer.stdin.close()
+            freezer.freeze()
 
 
 def test_a_burst_whose_client_was_held_off_its_cores_is_the_clients_and_the_server_says_so_too():

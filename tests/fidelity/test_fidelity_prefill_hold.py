@@ -9,7 +9,6 @@ disown the point (``client_bound``) when too many were held. Without the check t
 import os
 import re
 import statistics
-import subprocess
 import threading
 
 import httpx
@@ -17,6 +16,7 @@ import httpx
 import pytest
 from truthlib import median_range, receipt_ttft_ms
 from bars import PREFILL_TTFT
+from imxtest import Freezer
 
 from infermatrix.testing import run_matrix, sim_server
 
@@ -31,21 +31,16 @@ def _freeze_probes(sim, pid: int, which: set[str], frozen: list[str], done: thre
     """Stop ``pid`` for ``FREEZE_S`` once per prefill probe numbered in ``which`` ("r1" …), while the sim prefills it.
     The sim says when (``GET /debug/wait`` with ``prefilling``: an event on its own loop, where polling /debug/truth
     from a starved client can miss a prefill); a shell started beforehand stops and resumes the process on each line."""
-    script = f"while read _; do kill -STOP {pid}; sleep {FREEZE_S}; kill -CONT {pid}; done"
-    with subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE) as freezer:
-        assert freezer.stdin is not None
+    with Freezer(pid, FREEZE_S) as freezer:
         try:
             for name in sorted(which, key=lambda n: int(n[1:])):  # the probes go one at a time, in number order
                 found = sim.wait_unfinished(rf"-prefill-.*-{name}$", prefilling=True)
                 if found is None or done.is_set():
                     break
                 frozen.append(found["request_id"])
-                freezer.stdin.write(b"go\n")
-                freezer.stdin.flush()
+                freezer.freeze()
         except httpx.HTTPError:
             pass  # the sim is gone: the run is over
-        finally:
-            freezer.stdin.close()
 
 
 def _run(which: set[str], samples: int) -> tuple[dict, list[dict], dict[str, dict], list[str]]:

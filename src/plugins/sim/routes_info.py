@@ -129,11 +129,13 @@ class InfoRoutes:
         not finished — with ``prefilling``, nor sent its first token — with its id, its receipt and the time (the
         monotonic clock of /debug/truth); 408 after ``T`` seconds (60 by default). An event a test acts on mid-request
         (docs/sim.md), where polling /debug/truth from a busy client can miss a request that runs a fraction of a second."""
+        raw = request.query_params.get("unfinished")
+        if raw is None:
+            return error_response(ApiError(400, "give unfinished=<a regular expression an X-Request-Id matches>", param="unfinished"))
         try:
-            pattern = re.compile(request.query_params["unfinished"])
-        except (KeyError, re.error) as exc:
-            why = f"not a regular expression: {exc}" if isinstance(exc, re.error) else "give unfinished=<a regular expression an X-Request-Id matches>"
-            return error_response(ApiError(400, why, param="unfinished"))
+            pattern = re.compile(raw)
+        except re.error as exc:
+            return error_response(ApiError(400, f"not a regular expression: {exc}", param="unfinished"))
         try:
             timeout = float(request.query_params.get("timeout", "60"))
         except ValueError:
