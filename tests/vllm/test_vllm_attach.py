@@ -44,7 +44,7 @@ def server(vllm_python, tiny_model, tmp_path_factory):
     cfg = validate_config(pm, {"engine": {
         "kind": "vllm", "python": vllm_python, "model_source": str(tiny_model), "model": "tiny", "api_key_env": KEY_VAR,
         "env": {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"},
-        # 256 blocks (32K tokens), not vLLM's 1 GiB default (1M tokens): allocating and zeroing that took 11 s of the
+        # 256 blocks (32K tokens), not the 1 GiB VLLM_CPU_KVCACHE_SPACE gives (1M tokens): setting that up took 11 s of the
         # launch ("init engine ... took 11.26 s" in its log, 0.09 s at the tiny config's 48 blocks); every pass here fits.
         "args": {"load_format": "dummy", "max_model_len": 2048, "max_num_seqs": 4, "enforce_eager": True,
                  "num_gpu_blocks_override": 256},
