@@ -5,8 +5,9 @@ per-chunk usage (the tokenizer fallback), no usage at all, a reasoning stream an
 Bars (tests/fidelity/bars.py, docs/metrics.md "Expected error"): total/per-request tok/s and TBT within 1 %;
 TTFT and prefill within 3 %; avg_active within 5 % of N; prompt lengths within 0.5 %; over capacity exactly
 where the KV budget says. A column the cell's own self-check marked doubtful is held to the same bar: only a
-cell the product disowned (`client_bound`) may miss it (bars.judged), and at least one cell per scenario is
-`valid` and judged.
+cell the product disowned (`client_bound`) may miss it (bars.judged) — except a doubtful decode TTFT, widened by
+the lateness of its stamps as the sim's record measures it, never by the bound the product states (docs/metrics.md,
+"Doubtful columns are held to the same bar"); and at least one `valid` cell per scenario meets the TTFT bar unwidened.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import json
 
 import duckdb
 import pytest
-from bars import AVG_ACTIVE, DECODE_TTFT, DECODE_TTFT_MS_PER_STREAM, PER_REQUEST_TPS, PREFILL_TTFT, TBT, TOTAL_TPS, judged, prompt_len_bar
+from bars import (
+    AVG_ACTIVE, DECODE_TTFT, DECODE_TTFT_MS_PER_STREAM, PER_REQUEST_TPS, PREFILL_TTFT, TBT, TOTAL_TPS, judged, prompt_len_bar,
+)
 from imxtest import SimServer, run_cli
 from profiles import write_profile
-from truthlib import cell_truth, decode_request_id, median_range, receipt_ttft_ms, rel_err
+from truthlib import cell_truth, check_mark_covers, decode_request_id, median_range, receipt_ttft_ms, rel_err, stamp_lateness_ms
 
 pytestmark = pytest.mark.slow  # starts sim servers / runs the CLI
 
@@ -91,11 +94,10 @@ def test_decode_cells_match_truth(scenario):
     # client_bound: this 2-core machine was too busy for the client at that moment (see docs/metrics.md); the
     # cell's numbers are kept in `cells` and must still be right.
     assert all(v in MEASURED for k, v in statuses.items() if k not in expected_over), statuses
-    judged_valid = 0
+    strict = 0
     for ctx, n, st, total, per_req, ttft, tbt, active, ws, we, src, raw_flags in rows:
         if st not in MEASURED:
             continue
-        judged_valid += st == "valid"
         flags = json.loads(raw_flags) if raw_flags else {}
         t = cell_truth(truth, ws, we)
         where = (name, ctx, n, st, flags.get("client"))
@@ -112,20 +114,37 @@ def test_decode_cells_match_truth(scenario):
         # ttft_ms's population (docs/metrics.md): each stream's opening request and every restart sent before
         # the window closed (their first tokens waited for).
         reqs = con.execute(
-            "SELECT stream_index, seq FROM requests WHERE run_id = ? AND context_tokens = ? AND concurrency = ? "
+            "SELECT stream_index, seq, sent, first_token FROM requests WHERE run_id = ? AND context_tokens = ? AND concurrency = ? "
             "AND first_token IS NOT NULL AND sent <= ?", [run_id, ctx, n, we]
         ).fetchall()
+        server = [by_id[decode_request_id(run_id, ctx, n, s, q)] for s, q, _, _ in reqs]
         # The client's clock starts as the request is handed to its connection, so the server's starts at the body fully read
         # (`received`), not at the handler's start: a body read over a stall is client time on both sides.
         # As a range: that, and that plus the sim's own lateness at the receipt, which the client's TTFT holds
         # (truthlib.receipt_ttft_ms).
-        lo, hi = median_range([receipt_ttft_ms(by_id[decode_request_id(run_id, ctx, n, s, q)]) for s, q in reqs])
+        ranges = [receipt_ttft_ms(r) for r in server]
+        lo, hi = median_range(ranges)
         # 3 %, plus what N simultaneous starts queue before either clock sees the request: 2 ms per stream (bars.py).
-        # A ttft_ms the cell marked doubtful gets no more: the bound it states is the product's word about itself.
         bar = DECODE_TTFT * lo + DECODE_TTFT_MS_PER_STREAM * n
-        assert judged(st, lo - bar < ttft < hi + bar), (*where, ttft, lo, hi)
-    # A test that can fail: some cell of every scenario was judged at the bar, not excused as client_bound.
-    assert judged_valid >= 1, (name, statuses)
+        if lo - bar < ttft < hi + bar:
+            strict += st == "valid"
+            continue
+        # Outside the bar. A valid cell passes only where it marked ttft_ms doubtful and the sim's record shows why:
+        # its requests' stamps late against the server's own times for them (truthlib.stamp_lateness_ms), each by no
+        # more than the cell's stated bound and a loopback delivery, a send also N's queue (truthlib.check_mark_covers).
+        # The widening is the server's measure of the client, never the product's word about itself, and a mark the
+        # server contradicts fails (docs/metrics.md, "Doubtful columns are held to the same bar").
+        late = [stamp_lateness_ms(r, sent, first) for r, (_, _, sent, first) in zip(server, reqs)]
+        client = flags.get("client") or {}
+        if st == "valid" and "ttft_ms" in (client.get("doubtful") or {}):
+            check_mark_covers(late, client, DECODE_TTFT_MS_PER_STREAM * n)
+            _, hi_late = median_range([(a, z + send + read) for (a, z), (send, read) in zip(ranges, late)])
+            assert lo - bar < ttft < hi_late + bar, (*where, ttft, lo, hi, hi_late)
+            continue
+        assert judged(st, False), (*where, ttft, lo, hi, late)
+    # A test that can fail: some valid cell of every scenario had its TTFT judged at the bar, excused neither as
+    # client_bound nor by its stamps' lateness.
+    assert strict >= 1, (name, statuses)
 
 
 def test_prefill_matches_truth(scenario):

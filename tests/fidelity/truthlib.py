@@ -10,6 +10,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from bars import LOOPBACK_MS
+
 
 @dataclass
 class CellTruth:
@@ -64,6 +66,25 @@ def receipt_ttft_ms(r: dict) -> tuple[float, float]:
     TTFT, timed from its send, holds that wait; the sim's ``received`` does not."""
     ttft = (r["first_token"] - r["received"]) * 1000.0
     return ttft, ttft + r["received_held_s"] * 1000.0
+
+
+def stamp_lateness_ms(r: dict, sent: float, first_token: float) -> tuple[float, float]:
+    """How late a client's two TTFT stamps were, in ms, as the sim's record of the same request shows: (send, read) —
+    its request received after the client's ``sent``, beyond the sim's own lateness at the receipt
+    (``received_held_s``), and its first token read after the sim emitted it (``first_token``: one clock). Both are
+    time the client's TTFT holds and the server's does not; on an idle client, one loopback delivery each."""
+    send = max(0.0, r["received"] - r["received_held_s"] - sent)
+    read = max(0.0, first_token - r["first_token"])
+    return send * 1000.0, read * 1000.0
+
+
+def check_mark_covers(late: list[tuple[float, float]], client: dict, per_send_ms: float) -> None:
+    """Fails unless every request's stamp lateness (:func:`stamp_lateness_ms`: the server's measure) is within the bound
+    the cell's client verdict stated for its TTFT stamps (``ttft_lag_bound_ms``) plus one loopback delivery, a send also
+    ``per_send_ms`` (N's queue). The only reader of a stated bound in tests/fidelity/: it can fail a cell, never pass
+    one, and returns nothing (tests/test_fidelity_bars.py holds it to that)."""
+    bound = client["ttft_lag_bound_ms"] + LOOPBACK_MS
+    assert all(send <= bound + per_send_ms and read <= bound for send, read in late), ("stamps later than the cell's bound", bound, late)
 
 
 def median_range(ranges: list[tuple[float, float]]) -> tuple[float, float]:
