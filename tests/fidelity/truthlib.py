@@ -68,12 +68,18 @@ def receipt_ttft_ms(r: dict) -> tuple[float, float]:
     return ttft, ttft + r["received_held_s"] * 1000.0
 
 
+def arrived(r: dict) -> float:
+    """When a request reached the sim, on the host's monotonic clock: its receipt less the sim's own lateness at it
+    (``received_held_s``: a sim waiting for a core reads a request late; docs/sim.md)."""
+    return r["received"] - r["received_held_s"]
+
+
 def stamp_lateness_ms(r: dict, sent: float, first_token: float) -> tuple[float, float]:
     """How late a client's two TTFT stamps were, in ms, as the sim's record of the same request shows: (send, read) —
     its request received after the client's ``sent``, beyond the sim's own lateness at the receipt
     (``received_held_s``), and its first token read after the sim emitted it (``first_token``: one clock). Both are
     time the client's TTFT holds and the server's does not; on an idle client, one loopback delivery each."""
-    send = max(0.0, r["received"] - r["received_held_s"] - sent)
+    send = max(0.0, arrived(r) - sent)
     read = max(0.0, first_token - r["first_token"])
     return send * 1000.0, read * 1000.0
 
